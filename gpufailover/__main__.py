@@ -1,0 +1,5 @@
+import sys
+
+from gpufailover.cli import main
+
+sys.exit(main())

@@ -1,0 +1,66 @@
+"""The one `gpufailover` command: each subsystem registers its own subcommands.
+
+Modules are listed by name and imported here, but each keeps heavy imports (faust, aiokafka,
+pynvml) inside its command functions so `gpufailover --help` and `replay` stay light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from gpufailover import __version__
+
+# Each module exposes `register(subparsers) -> None`; its parsers set `func(args) -> int`.
+COMMAND_MODULES: tuple[str, ...] = (
+    "streams.replay_cli",
+    "deploy.broker_cli",
+    "deploy.topics_cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufailover",
+        description="Keep GPU training jobs running when the hardware under them breaks.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpufailover {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("GPUFAILOVER_LOG_LEVEL", "INFO"),
+        help="logging level (env GPUFAILOVER_LOG_LEVEL, default INFO)",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # a subsystem not built yet
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    code: int = func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
