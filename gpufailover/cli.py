@@ -17,9 +17,15 @@ from gpufailover import __version__
 
 # Each module exposes `register(subparsers) -> None`; its parsers set `func(args) -> int`.
 COMMAND_MODULES: tuple[str, ...] = (
-    "streams.replay_cli",
-    "deploy.broker_cli",
-    "deploy.topics_cli",
+    "streams.replay_cli",  # replay
+    "deploy.broker_cli",  # broker start|stop|status
+    "deploy.topics_cli",  # topics create|list
+    "gpufailover.run_cli",  # run, classifier
+    "consumers.quarantine_cli",  # quarantine, quarantine release|reset-breaker
+    "consumers.requeue_cli",  # requeue
+    "consumers.status_cli",  # status JOB
+    "producers.agent_cli",  # agent
+    "producers.publish_cli",  # publish started|terminated|...
 )
 
 

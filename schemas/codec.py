@@ -1,0 +1,40 @@
+"""Codecs: plain functions over orjson, with the topic in hand (logical topic names)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from schemas.errors import SchemaError
+from schemas.health import GpuHealth
+from schemas.jobs import JobEvent
+from schemas.xid import GpuXid
+
+InputRecord = GpuXid | GpuHealth | JobEvent
+
+DECODERS: dict[str, Callable[[Any], InputRecord]] = {
+    "gpu.xid": GpuXid.from_dict,
+    "gpu.health": GpuHealth.from_dict,
+    "jobs.events": JobEvent.from_dict,
+}
+
+
+def loads(raw: bytes | str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SchemaError("value", f"not valid JSON: {exc}") from None
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def decode(topic: str, value: Any) -> InputRecord:
+    """Decode an already-parsed JSON value read from the logical input `topic`."""
+    decoder = DECODERS.get(topic)
+    if decoder is None:
+        raise SchemaError("topic", f"unknown input topic {topic!r}")
+    return decoder(value)

@@ -1,0 +1,124 @@
+"""`failover.decisions` (key: job_id): the verdict on one terminated (job, attempt)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from schemas import _fields as f
+from schemas.errors import SchemaError
+
+VERDICTS = frozenset({"hardware", "software", "transient", "unknown"})
+ACTIONS = frozenset({"failover", "retry", "reject", "fail", "give_up"})
+STATUSES = frozenset(
+    {"Pending-failoverinprogress", "Pending-internalerror", "Pending-maxretriesexceeded", "Failed"}
+)
+EVIDENCE_KINDS = frozenset({"xid", "health", "reason"})
+EVIDENCE_CLASSES = frozenset({"hardware", "software", "transient", "precursor", "ignore"})
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One (coalesced) signal: `count` repeats from `ts_ms` to `last_ts_ms`."""
+
+    node: str | None
+    gpu_index: int | None
+    kind: str
+    code: int | str
+    ts_ms: int
+    cls: str
+    count: int = 1
+    last_ts_ms: int | None = None
+
+    def sort_key(self) -> tuple[int, str, int, str, str]:
+        return (
+            self.ts_ms,
+            self.node or "",
+            -1 if self.gpu_index is None else self.gpu_index,
+            self.kind,
+            str(self.code),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "gpu_index": self.gpu_index,
+            "kind": self.kind,
+            "code": self.code,
+            "ts_ms": self.ts_ms,
+            "class": self.cls,
+            "count": self.count,
+            "last_ts_ms": self.ts_ms if self.last_ts_ms is None else self.last_ts_ms,
+        }
+
+    @staticmethod
+    def from_dict(value: Any) -> Evidence:
+        d = f.as_object(value)
+        code = d.get("code")
+        if not isinstance(code, int | str) or isinstance(code, bool):
+            raise SchemaError("code", "expected an integer or a string")
+        return Evidence(
+            node=f.opt_str(d, "node"),
+            gpu_index=f.opt_int(d, "gpu_index"),
+            kind=f.req_enum(d, "kind", EVIDENCE_KINDS),
+            code=code,
+            ts_ms=f.req_int(d, "ts_ms"),
+            cls=f.req_enum(d, "class", EVIDENCE_CLASSES),
+            count=f.opt_int(d, "count", minimum=1) or 1,
+            last_ts_ms=f.opt_int(d, "last_ts_ms"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    job_id: str
+    attempt: int
+    verdict: str
+    action: str
+    status: str
+    suspect_nodes: tuple[str, ...]
+    next_attempt: int | None
+    evidence: tuple[Evidence, ...]
+    rule: str
+    terminated_ts_ms: int
+    decided_ts_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": f.SCHEMA_VERSION,
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "verdict": self.verdict,
+            "action": self.action,
+            "status": self.status,
+            "suspect_nodes": list(self.suspect_nodes),
+            "next_attempt": self.next_attempt,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "rule": self.rule,
+            "terminated_ts_ms": self.terminated_ts_ms,
+            "decided_ts_ms": self.decided_ts_ms,
+        }
+
+    @staticmethod
+    def from_dict(value: Any) -> Decision:
+        d = f.as_object(value)
+        f.check_version(d)
+        ev = d.get("evidence")
+        if not isinstance(ev, list):
+            raise SchemaError("evidence", "expected a list")
+        next_attempt = d.get("next_attempt")
+        if next_attempt is not None:
+            next_attempt = f.check_int("next_attempt", next_attempt, 0)
+        return Decision(
+            job_id=f.req_str(d, "job_id"),
+            attempt=f.req_int(d, "attempt", minimum=0),
+            verdict=f.req_enum(d, "verdict", VERDICTS),
+            action=f.req_enum(d, "action", ACTIONS),
+            status=f.req_enum(d, "status", STATUSES),
+            suspect_nodes=f.str_list(d, "suspect_nodes", required=True),
+            next_attempt=next_attempt,
+            evidence=tuple(Evidence.from_dict(e) for e in ev),
+            rule=f.req_str(d, "rule"),
+            terminated_ts_ms=f.req_int(d, "terminated_ts_ms"),
+            decided_ts_ms=f.req_int(d, "decided_ts_ms"),
+        )

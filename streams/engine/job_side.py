@@ -1,0 +1,132 @@
+"""The termination half of the join: everything keyed by job.
+
+A `terminated` event opens a pending decision and fans out to its nodes; node reports gather the
+evidence; the decision is made as soon as it is certain: hardware evidence once every node has
+answered, anything else once every node's window has closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.decisions import Decision, Evidence
+from schemas.jobs import JobEvent
+from streams.engine.decide import Termination, decide, has_hardware, reason_evidence
+from streams.engine.messages import NodeReport, NodeTermination
+from streams.policy import Policy
+
+JobOutput = Decision | NodeTermination
+# Decided attempts remembered per job to ignore duplicates; older ones are long settled.
+DECIDED_MEMORY = 16
+
+
+@dataclass(slots=True)
+class Pending:
+    term: Termination
+    items: dict[tuple[Any, ...], Evidence] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+    closed: set[str] = field(default_factory=set)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "term": self.term.to_dict(),
+            "items": [e.to_dict() for e in self.items.values()],
+            "answered": sorted(self.answered),
+            "closed": sorted(self.closed),
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Pending:
+        p = Pending(
+            Termination.from_dict(d["term"]), answered=set(d["answered"]), closed=set(d["closed"])
+        )
+        for e in d["items"]:
+            item = Evidence.from_dict(e)
+            p.items[_item_key(item)] = item
+        return p
+
+
+@dataclass(slots=True)
+class JobState:
+    pending: dict[int, Pending] = field(default_factory=dict)
+    decided: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pending": {str(a): p.to_dict() for a, p in self.pending.items()},
+            "decided": self.decided,
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> JobState:
+        return JobState(
+            {int(a): Pending.from_dict(p) for a, p in d["pending"].items()}, list(d["decided"])
+        )
+
+
+def _item_key(e: Evidence) -> tuple[Any, ...]:
+    return (e.node, e.gpu_index, e.kind, e.code, e.ts_ms)
+
+
+class JobSide:
+    def __init__(self, policy: Policy, jobs: MutableMapping[str, JobState]) -> None:
+        self.policy = policy
+        self.jobs = jobs
+        self.duplicates = 0  # terminations of an already pending or decided (job, attempt)
+        self.stale_reports = 0  # node reports for a (job, attempt) already decided
+
+    def on_job_event(self, event: JobEvent) -> list[JobOutput]:
+        if event.type != "terminated":
+            return []  # started/succeeded/cancelled/submitted decide nothing
+        state = self.jobs.get(event.job_id) or JobState()
+        if event.attempt in state.pending or event.attempt in state.decided:
+            self.duplicates += 1
+            return []
+        term = Termination(
+            event.job_id,
+            event.attempt,
+            event.ts_ms,
+            tuple(dict.fromkeys(event.nodes)),
+            event.reason,
+            event.failover,
+            event.training_type,
+            event.max_failovers,
+        )
+        pending = Pending(term)
+        reason = reason_evidence(term, self.policy)
+        if reason is not None:
+            pending.items[_item_key(reason)] = reason
+        state.pending[event.attempt] = pending
+        if not term.nodes:
+            return self._finish(state, pending)
+        self.jobs[event.job_id] = state
+        return [NodeTermination(term.job_id, term.attempt, node, term.ts_ms) for node in term.nodes]
+
+    def on_node_report(self, report: NodeReport) -> list[JobOutput]:
+        state = self.jobs.get(report.job_id)
+        pending = state.pending.get(report.attempt) if state is not None else None
+        if state is None or pending is None or report.node not in pending.term.nodes:
+            self.stale_reports += 1
+            return []
+        for item in report.items:
+            pending.items.setdefault(_item_key(item), item)
+        if report.initial:
+            pending.answered.add(report.node)
+        if report.closed:
+            pending.closed.add(report.node)
+        nodes = pending.term.nodes
+        if len(pending.answered) == len(nodes) and (
+            len(pending.closed) == len(nodes) or has_hardware(pending.items.values())
+        ):
+            return self._finish(state, pending)
+        self.jobs[report.job_id] = state
+        return []
+
+    def _finish(self, state: JobState, pending: Pending) -> list[JobOutput]:
+        term = pending.term
+        del state.pending[term.attempt]
+        state.decided = [*state.decided, term.attempt][-DECIDED_MEMORY:]
+        self.jobs[term.job_id] = state
+        return [decide(term, pending.items.values(), self.policy)]

@@ -1,0 +1,179 @@
+"""The evidence half of the join: everything keyed by node, for one partition.
+
+It stores coalesced signals per node, asks for quarantine on hardware and precursor signals,
+answers a job's termination with the evidence in its window, forwards late evidence inside the
+grace, and tells the job side when its window is closed on this partition's event time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.decisions import Evidence
+from schemas.health import GpuHealth
+from schemas.xid import GpuXid
+from streams.engine import evidence as ev
+from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
+from streams.policy import Policy
+
+NodeOutput = NodeReport | QuarantineRequest
+
+
+@dataclass(slots=True)
+class PendingRef:
+    job_id: str
+    attempt: int
+    terminated_ts_ms: int
+
+
+@dataclass(slots=True)
+class NodeState:
+    evidence: list[Evidence] = field(default_factory=list)
+    quarantined: bool = False
+    pending: list[PendingRef] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not self.evidence and not self.quarantined and not self.pending
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "evidence": [e.to_dict() for e in self.evidence],
+            "quarantined": self.quarantined,
+            "pending": [[p.job_id, p.attempt, p.terminated_ts_ms] for p in self.pending],
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> NodeState:
+        return NodeState(
+            evidence=[Evidence.from_dict(e) for e in d["evidence"]],
+            quarantined=d["quarantined"],
+            pending=[PendingRef(j, a, t) for j, a, t in d["pending"]],
+        )
+
+
+@dataclass(slots=True)
+class PartitionClock:
+    """Event time of one partition: its watermark and the windows waiting for it to pass."""
+
+    watermark: int | None = None
+    # (close_at_ms, node, job_id, attempt): closes when the watermark passes close_at_ms.
+    closing: list[tuple[int, str, str, int]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"watermark": self.watermark, "closing": [list(c) for c in self.closing]}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> PartitionClock:
+        closing = [(c[0], c[1], c[2], c[3]) for c in d["closing"]]
+        heapq.heapify(closing)
+        return PartitionClock(watermark=d["watermark"], closing=closing)
+
+
+class NodeSide:
+    def __init__(
+        self, policy: Policy, nodes: MutableMapping[str, NodeState], clock: PartitionClock
+    ) -> None:
+        self.policy = policy
+        self.nodes = nodes
+        self.clock = clock
+        self.unknown_xids = 0  # XID codes the policy has no row for (counted, never hardware)
+
+    # -- inputs ---------------------------------------------------------------------------
+    def on_signal(self, rec: GpuXid | GpuHealth) -> list[NodeOutput]:
+        """An XID or health record on the node; then time advances to its `ts_ms`."""
+        if isinstance(rec, GpuXid):
+            if not self.policy.is_known_xid(rec.xid):
+                self.unknown_xids += 1
+            cls = self.policy.classify_xid(rec.xid)
+            item = Evidence(rec.node, rec.gpu_index, "xid", rec.xid, rec.ts_ms, cls, rec.count)
+        else:
+            cls = self.policy.classify_condition(rec.condition)
+            item = Evidence(rec.node, rec.gpu_index, "health", rec.condition, rec.ts_ms, cls)
+        out: list[NodeOutput] = []
+        if cls != "ignore":
+            out.extend(self._store(item))
+        out.extend(self.advance(rec.ts_ms))
+        return out
+
+    def on_termination(self, msg: NodeTermination) -> list[NodeOutput]:
+        """Answer a job's termination with this node's evidence in its window."""
+        p = self.policy
+        state = self.nodes.get(msg.node) or NodeState()
+        start, end = msg.terminated_ts_ms - p.lookback_ms, msg.terminated_ts_ms + p.grace_ms
+        items = tuple(e for e in state.evidence if ev.in_window(e, start, end))
+        closed = self.clock.watermark is not None and self.clock.watermark > end
+        if not closed:
+            state.pending.append(PendingRef(msg.job_id, msg.attempt, msg.terminated_ts_ms))
+            heapq.heappush(self.clock.closing, (end, msg.node, msg.job_id, msg.attempt))
+            self.nodes[msg.node] = state
+        report = NodeReport(msg.job_id, msg.attempt, msg.node, items, initial=True, closed=closed)
+        return [report, *self.advance(msg.terminated_ts_ms)]
+
+    def on_release(self, node: str) -> None:
+        """The node left quarantine (operator or repair): a new fault quarantines it again."""
+        state = self.nodes.get(node)
+        if state is not None and state.quarantined:
+            state.quarantined = False
+            self._put(node, state)
+
+    def advance(self, ts_ms: int) -> list[NodeOutput]:
+        """Move the watermark to `ts_ms` if later, closing the windows it passes."""
+        clock = self.clock
+        if clock.watermark is not None and ts_ms <= clock.watermark:
+            return []
+        clock.watermark = ts_ms
+        out: list[NodeOutput] = []
+        while clock.closing and clock.closing[0][0] < ts_ms:
+            _, node, job_id, attempt = heapq.heappop(clock.closing)
+            state = self.nodes.get(node)
+            if state is None:
+                continue
+            state.pending = [
+                q for q in state.pending if not (q.job_id == job_id and q.attempt == attempt)
+            ]
+            self._put(node, state)
+            out.append(NodeReport(job_id, attempt, node, (), initial=False, closed=True))
+        return out
+
+    def close_all(self) -> list[NodeOutput]:
+        """End of input: every open window closes now."""
+        if not self.clock.closing:
+            return []
+        return self.advance(max(c[0] for c in self.clock.closing) + 1)
+
+    # -- internals ------------------------------------------------------------------------
+    def _store(self, item: Evidence) -> list[NodeOutput]:
+        p = self.policy
+        assert item.node is not None
+        state = self.nodes.get(item.node) or NodeState()
+        if self.clock.watermark is not None:
+            ev.prune(state.evidence, self.clock.watermark - p.retention_ms)
+        stored, before = ev.add(state.evidence, item, p.coalesce_ms, p.max_evidence_per_node)
+        out: list[NodeOutput] = []
+        if item.cls in ("hardware", "precursor") and not state.quarantined:
+            state.quarantined = True
+            job = state.pending[0].job_id if state.pending else None
+            out.append(QuarantineRequest(item.node, item.cls, item, job, item.ts_ms))
+        for ref in state.pending:
+            start = ref.terminated_ts_ms - p.lookback_ms
+            end = ref.terminated_ts_ms + p.grace_ms
+            # Forward only what newly falls in the window: a flood of repeats sends nothing.
+            if ev.in_window(stored, start, end) and (
+                before is None or not ev.in_window(before, start, end)
+            ):
+                out.append(
+                    NodeReport(
+                        ref.job_id, ref.attempt, item.node, (stored,), initial=False, closed=False
+                    )
+                )
+        self._put(item.node, state)
+        return out
+
+    def _put(self, node: str, state: NodeState) -> None:
+        if state.is_empty():
+            self.nodes.pop(node, None)
+        else:
+            self.nodes[node] = state

@@ -1,0 +1,139 @@
+"""The failure policy: data, not if-chains. Shipped as `streams/data/policy.json`.
+
+A policy file is validated whole before use: a bad key is a `PolicyError` naming it, never a
+half-loaded policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+
+from schemas.health import CONDITIONS
+
+EVIDENCE_CLASSES = ("hardware", "software", "transient", "precursor", "ignore")
+_REQUIRED_INT_KEYS = (
+    "lookback_s",
+    "grace_s",
+    "coalesce_s",
+    "max_failovers",
+    "max_evidence_per_node",
+)
+
+
+class PolicyError(ValueError):
+    """The policy file is unusable; the message names the key and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    lookback_ms: int
+    grace_ms: int
+    coalesce_ms: int
+    max_failovers: int
+    max_evidence_per_node: int
+    xid_class: MappingProxyType[int, str]
+    condition_class: MappingProxyType[str, str]
+    reason_class: MappingProxyType[str, str]
+    source: str
+
+    @property
+    def retention_ms(self) -> int:
+        # Evidence must outlive any termination that can still gather it: T - lookback is the
+        # oldest it needs, and T can be up to `grace` behind the watermark.
+        return self.lookback_ms + self.grace_ms
+
+    def classify_xid(self, code: int) -> str:
+        return self.xid_class.get(code, "ignore")
+
+    def is_known_xid(self, code: int) -> bool:
+        return code in self.xid_class
+
+    def classify_condition(self, condition: str) -> str:
+        return self.condition_class.get(condition, "ignore")
+
+    def classify_reason(self, reason: str | None) -> str:
+        if reason is None:
+            return "ignore"
+        return self.reason_class.get(reason, "ignore")
+
+
+def _class_of(where: str, value: Any) -> str:
+    cls = value.get("class") if isinstance(value, dict) else value
+    if cls not in EVIDENCE_CLASSES:
+        raise PolicyError(f"{where}: class must be one of {list(EVIDENCE_CLASSES)}, got {cls!r}")
+    return str(cls)
+
+
+def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: the policy must be a JSON object")
+    ints: dict[str, int] = {}
+    for key in _REQUIRED_INT_KEYS:
+        v = data.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise PolicyError(f"{source}: {key} must be a non-negative integer, got {v!r}")
+        ints[key] = v
+    if ints["max_evidence_per_node"] < 1:
+        raise PolicyError(f"{source}: max_evidence_per_node must be >= 1")
+    xids: dict[int, str] = {}
+    raw_xid = data.get("xid")
+    if not isinstance(raw_xid, dict):
+        raise PolicyError(f"{source}: xid must be an object of code -> class")
+    for code, entry in raw_xid.items():
+        try:
+            n = int(code)
+        except ValueError:
+            raise PolicyError(f"{source}: xid.{code}: not an integer XID code") from None
+        if n < 0:
+            raise PolicyError(f"{source}: xid.{code}: XID codes are >= 0")
+        xids[n] = _class_of(f"{source}: xid.{code}", entry)
+    conditions: dict[str, str] = {}
+    raw_cond = data.get("conditions")
+    if not isinstance(raw_cond, dict):
+        raise PolicyError(f"{source}: conditions must be an object of condition -> class")
+    for cond, entry in raw_cond.items():
+        if cond not in CONDITIONS:
+            raise PolicyError(f"{source}: conditions.{cond}: unknown condition")
+        conditions[cond] = _class_of(f"{source}: conditions.{cond}", entry)
+    missing = sorted(CONDITIONS - conditions.keys())
+    if missing:
+        raise PolicyError(f"{source}: conditions: no class for {missing}")
+    raw_reasons = data.get("reasons", {})
+    if not isinstance(raw_reasons, dict):
+        raise PolicyError(f"{source}: reasons must be an object of reason -> class")
+    reasons = {str(r): _class_of(f"{source}: reasons.{r}", c) for r, c in raw_reasons.items()}
+    return Policy(
+        lookback_ms=ints["lookback_s"] * 1000,
+        grace_ms=ints["grace_s"] * 1000,
+        coalesce_ms=ints["coalesce_s"] * 1000,
+        max_failovers=ints["max_failovers"],
+        max_evidence_per_node=ints["max_evidence_per_node"],
+        xid_class=MappingProxyType(xids),
+        condition_class=MappingProxyType(conditions),
+        reason_class=MappingProxyType(reasons),
+        source=source,
+    )
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """Load `path`, or the shipped default policy when `path` is None."""
+    if path is None:
+        raw = resources.files("streams").joinpath("data/policy.json").read_bytes()
+        source = "default policy"
+    else:
+        source = str(path)
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise PolicyError(f"{source}: cannot read: {exc.strerror}") from None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise PolicyError(f"{source}: not valid JSON: {exc}") from None
+    return policy_from_dict(data, source)

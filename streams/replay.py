@@ -1,0 +1,145 @@
+"""Offline replay: run the engine over a JSONL dump of topics, in file order.
+
+Each input line is `{"topic": ..., "key": ..., "value": {...}}`. The output is the records the
+pipeline would publish, in the same line format. Bad lines become dead letters, never a stop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from schemas.codec import DECODERS
+from schemas.decisions import Decision
+from schemas.errors import SchemaError
+from schemas.quarantine import QuarantineRecord
+from streams.engine.local import LocalPipeline, Output
+from streams.policy import Policy
+
+# Topics the pipeline itself writes: a dump may hold them; replay recomputes them instead.
+OUTPUT_TOPICS = frozenset(
+    {
+        "failover.decisions",
+        "jobs.requeue",
+        "jobs.status",
+        "training.telemetry",
+        "failover.alerts",
+    }
+)
+QUARANTINE_TOPIC = "nodes.quarantine"
+
+
+@dataclass
+class ReplayStats:
+    records: int = 0
+    skipped: int = 0
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    verdicts: Counter[str] = field(default_factory=Counter)
+    actions: Counter[str] = field(default_factory=Counter)
+    quarantined: list[str] = field(default_factory=list)
+    unknown_xids: int = 0
+    duplicate_terminations: int = 0
+
+    def summary(self) -> str:
+        lines = [
+            f"replay: {self.records} records read, {self.skipped} output-topic records skipped"
+        ]
+        decided = sum(self.verdicts.values())
+        lines.append(f"decisions: {decided}")
+        for verdict, n in sorted(self.verdicts.items()):
+            lines.append(f"  verdict {verdict}: {n}")
+        for action, n in sorted(self.actions.items()):
+            lines.append(f"  action {action}: {n}")
+        nodes = ", ".join(self.quarantined) if self.quarantined else "none"
+        lines.append(f"quarantined nodes ({len(self.quarantined)}): {nodes}")
+        lines.append(
+            f"unknown XID codes seen: {self.unknown_xids}; "
+            f"duplicate terminations ignored: {self.duplicate_terminations}"
+        )
+        rejected = sum(self.dead_letters.values())
+        lines.append(f"rejected lines (dead-lettered): {rejected}")
+        for topic, n in sorted(self.dead_letters.items()):
+            lines.append(f"  {topic}: {n}")
+        return "\n".join(lines)
+
+
+def _line(topic: str, key: str | None, value: dict[str, Any]) -> bytes:
+    return orjson.dumps({"topic": topic, "key": key, "value": value})
+
+
+def dead_letter(topic: str | None, raw: bytes, error: str, lineno: int) -> tuple[str, bytes]:
+    dlq = f"{topic}.dlq" if topic is not None else "replay.dlq"
+    value = {
+        "error": error,
+        "topic": topic,
+        "line": lineno,
+        "raw": raw.decode("utf-8", errors="replace").rstrip("\n"),
+    }
+    return dlq, _line(dlq, None, value)
+
+
+class Replayer:
+    def __init__(self, policy: Policy) -> None:
+        self.pipeline = LocalPipeline(policy)
+        self.stats = ReplayStats()
+
+    def run(self, lines: Iterable[bytes]) -> Iterator[bytes]:
+        for lineno, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            self.stats.records += 1
+            yield from self._one(raw, lineno)
+        yield from self._emit(self.pipeline.finish())
+        self.stats.unknown_xids = self.pipeline.node_side.unknown_xids
+        self.stats.duplicate_terminations = self.pipeline.job_side.duplicates
+
+    def _one(self, raw: bytes, lineno: int) -> Iterator[bytes]:
+        topic: str | None = None
+        try:
+            envelope = orjson.loads(raw)
+            if not isinstance(envelope, dict):
+                raise SchemaError("line", "expected a JSON object with topic and value")
+            topic_v = envelope.get("topic")
+            if not isinstance(topic_v, str):
+                raise SchemaError("topic", "missing or not a string")
+            decoder = DECODERS.get(topic_v)
+            if decoder is None:
+                if topic_v in OUTPUT_TOPICS or topic_v.endswith(".dlq"):
+                    self.stats.skipped += 1
+                    return
+                if topic_v == QUARANTINE_TOPIC:
+                    topic = topic_v
+                    self._quarantine_input(envelope.get("value"))
+                    return
+                raise SchemaError("topic", f"unknown topic {topic_v!r}")
+            topic = topic_v
+            record = decoder(envelope.get("value"))
+        except (orjson.JSONDecodeError, SchemaError) as exc:
+            reason = (
+                f"not valid JSON: {exc}" if isinstance(exc, orjson.JSONDecodeError) else str(exc)
+            )
+            dlq, line = dead_letter(topic, raw, reason, lineno)
+            self.stats.dead_letters[dlq] += 1
+            yield line
+            return
+        yield from self._emit(self.pipeline.feed(record))
+
+    def _quarantine_input(self, value: Any) -> None:
+        """A released node in the dump (operator or repair) may be quarantined again later."""
+        rec = QuarantineRecord.from_dict(value)
+        if rec.state == "released":
+            self.pipeline.release(rec.node)
+
+    def _emit(self, outputs: list[Output]) -> Iterator[bytes]:
+        for out in outputs:
+            if isinstance(out, Decision):
+                self.stats.verdicts[out.verdict] += 1
+                self.stats.actions[out.action] += 1
+                yield _line("failover.decisions", out.job_id, out.to_dict())
+            else:
+                self.stats.quarantined.append(out.node)
+                yield _line(QUARANTINE_TOPIC, out.node, out.to_dict())
