@@ -51,7 +51,7 @@ def default_bootstrap() -> str:
         if value:
             return value
     try:
-        from deploy.broker import running_bootstrap  # noqa: PLC0415 - optional, light
+        from deploy.broker import running_bootstrap
 
         found = running_bootstrap()
     except (ImportError, OSError, ValueError):
