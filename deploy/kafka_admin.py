@@ -18,7 +18,7 @@ class KafkaUnavailableError(RuntimeError):
 @asynccontextmanager
 async def admin_client(bootstrap: str, *, timeout_s: float = 10.0) -> AsyncIterator[Any]:
     """A started AIOKafkaAdminClient that is always closed again."""
-    from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
+    from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap,
@@ -34,7 +34,7 @@ async def admin_client(bootstrap: str, *, timeout_s: float = 10.0) -> AsyncItera
 
 async def cluster_broker_ids(bootstrap: str, *, timeout_s: float = 10.0) -> list[int]:
     """One metadata round trip: the node ids of the brokers the cluster reports."""
-    from aiokafka.errors import KafkaError  # type: ignore[import-untyped]
+    from aiokafka.errors import KafkaError
 
     try:
         async with asyncio.timeout(timeout_s):
