@@ -222,6 +222,14 @@ def stop_broker(
         shutil.rmtree(broker.run_dir, ignore_errors=True)
 
 
+def running_bootstrap() -> str | None:
+    """Bootstrap of the broker `gpufailover broker start` left running, if any."""
+    from deploy.broker_state import live_state_broker  # deferred: broker_state imports us
+
+    broker = live_state_broker()
+    return broker.bootstrap if broker is not None else None
+
+
 @contextmanager
 def running_broker(
     *, cache_dir: Path | None = None, ready_timeout_s: float = 60.0

@@ -1,4 +1,4 @@
-"""Which broker to use: the state file of `gpufailover broker start`, and bootstrap resolution."""
+"""The state file of `gpufailover broker start`: which broker outlives the command."""
 
 from __future__ import annotations
 
@@ -8,22 +8,19 @@ import os
 from pathlib import Path
 
 from deploy.broker import RunningBroker, is_running
-from deploy.kafka_jars import cache_root
+from gpufailover.settings import state_dir
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-
 
 def state_path() -> Path:
-    """`<cache root>/broker.json`; the cache root is env GPUFAILOVER_CACHE_DIR or
-    ~/.cache/gpufailover."""
-    return cache_root() / "broker.json"
+    """`$GPUFAILOVER_STATE_DIR/broker.json` (default ~/.cache/gpufailover/broker.json)."""
+    return state_dir() / "broker.json"
 
 
 def runs_dir() -> Path:
     """Where `gpufailover broker start` puts each run's config, data and logs."""
-    return cache_root() / "runs"
+    return state_dir() / "runs"
 
 
 def external_bootstrap() -> str | None:
@@ -64,15 +61,3 @@ def live_state_broker() -> RunningBroker | None:
     if broker is not None and is_running(broker):
         return broker
     return None
-
-
-def resolve_bootstrap(flag: str | None = None) -> str:
-    """--bootstrap, else GPUFAILOVER_BOOTSTRAP, else KAFKA_BOOTSTRAP, else the broker started by
-    `gpufailover broker start`, else 127.0.0.1:9092."""
-    for value in (flag, os.environ.get("GPUFAILOVER_BOOTSTRAP"), external_bootstrap()):
-        if value and value.strip():
-            return value.strip()
-    broker = live_state_broker()
-    if broker is not None:
-        return broker.bootstrap
-    return DEFAULT_BOOTSTRAP

@@ -17,8 +17,13 @@ class KafkaUnavailableError(RuntimeError):
 
 @asynccontextmanager
 async def admin_client(bootstrap: str, *, timeout_s: float = 10.0) -> AsyncIterator[Any]:
-    """A started AIOKafkaAdminClient that is always closed again."""
+    """A started AIOKafkaAdminClient that is always closed again.
+
+    Raises KafkaUnavailableError when the cluster cannot be reached at all; errors of later
+    requests surface as aiokafka's KafkaError (a RuntimeError).
+    """
     from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.errors import KafkaError
 
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap,
@@ -26,7 +31,10 @@ async def admin_client(bootstrap: str, *, timeout_s: float = 10.0) -> AsyncItera
         request_timeout_ms=int(timeout_s * 1000),
     )
     try:
-        await admin.start()
+        try:
+            await admin.start()
+        except (KafkaError, OSError) as exc:
+            raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap}: {exc!r}") from exc
         yield admin
     finally:
         await admin.close()
@@ -40,6 +48,8 @@ async def cluster_broker_ids(bootstrap: str, *, timeout_s: float = 10.0) -> list
         async with asyncio.timeout(timeout_s):
             async with admin_client(bootstrap, timeout_s=timeout_s) as admin:
                 cluster: dict[str, Any] = await admin.describe_cluster()
+    except KafkaUnavailableError:
+        raise
     except (KafkaError, OSError, TimeoutError) as exc:
         raise KafkaUnavailableError(f"no metadata from {bootstrap}: {exc!r}") from exc
     return sorted(int(b["node_id"]) for b in cluster["brokers"])

@@ -38,21 +38,12 @@ class JarResolutionError(RuntimeError):
     """Maven could not resolve the broker jars, or the result is unusable."""
 
 
-def cache_root() -> Path:
-    """Root of everything gpufailover caches (env GPUFAILOVER_CACHE_DIR, else XDG cache)."""
-    explicit = os.environ.get("GPUFAILOVER_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "gpufailover"
-
-
 def default_kafka_cache() -> Path:
-    """Jar cache for this Kafka version (env GPUFAILOVER_KAFKA_CACHE)."""
+    """Jar cache: env GPUFAILOVER_KAFKA_CACHE, else ~/.cache/gpufailover/kafka-<version>."""
     explicit = os.environ.get("GPUFAILOVER_KAFKA_CACHE")
     if explicit:
         return Path(explicit).expanduser()
-    return cache_root() / f"kafka-{KAFKA_VERSION}"
+    return Path.home() / ".cache" / "gpufailover" / f"kafka-{KAFKA_VERSION}"
 
 
 def render_pom() -> str:

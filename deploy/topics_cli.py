@@ -1,0 +1,105 @@
+"""`gpufailover topics create|list`: the declared topic set on a broker."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from deploy.kafka_admin import KafkaUnavailableError, run_sync
+from deploy.topics import (
+    TOPICS,
+    TopicMismatchError,
+    TopicNames,
+    create_topics,
+    default_partitions,
+    default_prefix,
+    describe_topics,
+)
+from gpufailover.settings import default_bootstrap
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "topics",
+        help="create or list the pipeline's Kafka topics",
+        description="Topics are declared once in deploy/topics.py.",
+    )
+    actions = parser.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+    create = actions.add_parser("create", help="create missing topics (idempotent)")
+    _common(create)
+    create.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="partitions per topic, the same for all (env GPUFAILOVER_PARTITIONS, default 4)",
+    )
+    create.add_argument("--replication-factor", type=int, default=1, help="default 1")
+    create.set_defaults(func=cmd_create)
+    listing = actions.add_parser("list", help="declared topics and whether they exist")
+    _common(listing)
+    listing.set_defaults(func=cmd_list)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, else the broker "
+        "from `gpufailover broker start`, else 127.0.0.1:9092)",
+    )
+    parser.add_argument(
+        "--prefix", default=None, help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)"
+    )
+
+
+def _err(message: str) -> None:
+    print(f"gpufailover topics: {message}", file=sys.stderr)
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    bootstrap = args.bootstrap or default_bootstrap()
+    try:
+        prefix = default_prefix() if args.prefix is None else args.prefix
+        names = TopicNames(prefix)
+        partitions = default_partitions() if args.partitions is None else args.partitions
+        created = run_sync(
+            create_topics(
+                bootstrap,
+                partitions=partitions,
+                prefix=prefix,
+                replication_factor=args.replication_factor,
+            )
+        )
+    except (ValueError, TopicMismatchError, KafkaUnavailableError, TimeoutError) as exc:
+        _err(f"{bootstrap}: {exc}")
+        return 1
+    except RuntimeError as exc:  # aiokafka errors and refused creations
+        _err(f"{bootstrap}: {exc!r}")
+        return 1
+    for real in names.all():
+        print(f"{'created' if real in created else 'exists '}  {real}")
+    _err(f"{len(created)} created, {len(names.all()) - len(created)} already existed")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    bootstrap = args.bootstrap or default_bootstrap()
+    try:
+        names = TopicNames(default_prefix() if args.prefix is None else args.prefix)
+        present = run_sync(describe_topics(bootstrap, prefix=names.prefix))
+    except (ValueError, KafkaUnavailableError, TimeoutError) as exc:
+        _err(f"{bootstrap}: {exc}")
+        return 1
+    except RuntimeError as exc:
+        _err(f"{bootstrap}: {exc!r}")
+        return 1
+    width = max(len(n) for n in names.all())
+    print(f"{'TOPIC':<{width}}  PARTS    KEY     CLEANUP  RETENTION")
+    for spec in TOPICS:
+        real = names.name(spec.logical)
+        parts = str(present[real]) if real in present else "missing"
+        retention = "forever" if spec.retention_ms is None else f"{spec.retention_ms // 3_600_000}h"
+        cleanup = "compact" if spec.compacted else "delete"
+        print(f"{real:<{width}}  {parts:<7}  {spec.key:<6}  {cleanup:<7}  {retention}")
+    return 0 if len(present) == len(TOPICS) else 1
