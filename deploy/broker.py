@@ -161,7 +161,7 @@ def wait_ready(broker: RunningBroker, *, timeout_s: float = 60.0) -> None:
         _check_alive(broker)
         now = time.monotonic()
         if now > deadline:
-            raise BrokerError(_with_tail(f"broker not ready after {timeout_s:.0f} s", broker))
+            raise BrokerError(_with_tail(f"broker not ready after {timeout_s:g} s", broker))
         if now >= next_report:
             log.info("waiting for the broker to start (%.0f s)...", now - started)
             next_report += 5.0
@@ -243,15 +243,18 @@ def running_broker(
 
 
 def log_tail(broker: RunningBroker, lines: int = _TAIL_LINES) -> str:
+    """The first ERROR/FATAL lines (the cause hides above the shutdown noise), then the tails."""
     parts = []
     for path in (broker.log_path, broker.console_path):
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = path.read_text(encoding="utf-8", errors="replace").splitlines()
         except FileNotFoundError:
             continue
-        tail = "\n".join(text.splitlines()[-lines:])
-        if tail:
-            parts.append(f"--- last {lines} lines of {path} ---\n{tail}")
+        errors = [line for line in text if " ERROR " in line or " FATAL " in line][:10]
+        if errors:
+            parts.append(f"--- first errors in {path} ---\n" + "\n".join(errors))
+        if text:
+            parts.append(f"--- last {lines} lines of {path} ---\n" + "\n".join(text[-lines:]))
     return "\n".join(parts) or f"(no broker output in {broker.run_dir})"
 
 
