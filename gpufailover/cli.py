@@ -20,7 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "streams.replay_cli",  # replay
     "deploy.broker_cli",  # broker start|stop|status
     "deploy.topics_cli",  # topics create|list
-    "gpufailover.run_cli",  # run, classifier
+    "streams.classifier_cli",  # classifier
+    "gpufailover.run_cli",  # run
     "consumers.quarantine_cli",  # quarantine, quarantine release|reset-breaker
     "consumers.requeue_cli",  # requeue
     "consumers.status_cli",  # status JOB

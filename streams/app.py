@@ -1,0 +1,132 @@
+"""The faust classifier: two agents, two tables, one ticker. All logic lives in `streams.glue`.
+
+- node agent (node-keyed, co-partitioned): gpu.xid, gpu.health, failover.term-by-node,
+  nodes.quarantine, failover.ticks; table `node-states` and `clocks`.
+- job agent (job-keyed): jobs.events, failover.node-evidence; table `job-states`.
+Both run with concurrency=1 (faust can lose data above 1) and catch every per-record error into
+a dead letter: an agent that died while the worker looks alive is the failure mode to avoid.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import faust
+from mode.supervisors import CrashingSupervisor
+
+from deploy.topics import TopicNames
+from streams.config import ClassifierSettings
+from streams.engine.job_side import JobState
+from streams.engine.node_side import NodeState, PartitionClock
+from streams.glue import JobGlue, NodeGlue, Out, dead_letter
+from streams.policy import load_policy
+from streams.tables import CodecTable
+
+log = logging.getLogger("gpufailover.classifier")
+
+
+def build_app(settings: ClassifierSettings) -> faust.App:
+    names = TopicNames(settings.topic_prefix)
+    policy = load_policy(settings.policy or None)
+    app = faust.App(
+        f"{settings.topic_prefix}{settings.app_id}",
+        broker=f"kafka://{settings.bootstrap}",
+        store="memory://",
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        processing_guarantee="at_least_once",
+        web_port=settings.web_port,
+        web_host="127.0.0.1",
+        key_serializer="raw",
+        value_serializer="raw",
+        agent_supervisor=CrashingSupervisor,
+        broker_commit_every=1000,
+    )
+
+    def topic(*real: str) -> Any:
+        return app.topic(
+            *real,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=settings.partitions,
+        )
+
+    outputs = {
+        real: topic(real)
+        for real in (
+            names.term_by_node,
+            names.node_evidence,
+            names.quarantine_requests,
+            names.failover_decisions,
+            names.ticks,
+        )
+    }
+
+    def table(name: str) -> Any:
+        schema = faust.Schema(
+            key_type=str, value_type=bytes, key_serializer="json", value_serializer="raw"
+        )
+        return app.Table(name, default=None, schema=schema, partitions=settings.partitions)
+
+    node_glue = NodeGlue(
+        policy,
+        names,
+        CodecTable(table("node-states"), NodeState.from_dict, NodeState.to_dict),
+        CodecTable(table("clocks"), PartitionClock.from_dict, PartitionClock.to_dict),
+        idle_after_ms=int(settings.idle_after_s * 1000),
+    )
+    job_glue = JobGlue(
+        policy, names, CodecTable(table("job-states"), JobState.from_dict, JobState.to_dict)
+    )
+
+    async def send(out: Out) -> None:
+        target = outputs.get(out.topic) or topic(out.topic)
+        outputs[out.topic] = target
+        await target.send(key=out.key, value=out.value, partition=out.partition)
+
+    async def drive(stream: Any, glue: NodeGlue | JobGlue) -> None:
+        async for event in stream.events():
+            msg = event.message
+            try:
+                results = glue.handle(msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+            except Exception as exc:
+                log.exception("processing %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
+                bad = dead_letter(
+                    names,
+                    msg.topic,
+                    msg.partition,
+                    msg.offset,
+                    msg.key,
+                    msg.value,
+                    f"{type(exc).__name__}: {exc}",
+                    "processing",
+                )
+                results = [bad] if bad else []
+            for out in results:
+                await send(out)
+
+    node_channel = topic(
+        names.gpu_xid, names.gpu_health, names.term_by_node, names.nodes_quarantine, names.ticks
+    )
+    job_channel = topic(names.jobs_events, names.node_evidence)
+
+    @app.agent(node_channel, name="node-evidence", concurrency=1)
+    async def node_agent(stream: Any) -> None:
+        await drive(stream, node_glue)
+
+    @app.agent(job_channel, name="job-terminations", concurrency=1)
+    async def job_agent(stream: Any) -> None:
+        await drive(stream, job_glue)
+
+    @app.timer(settings.tick_interval_s, name="clock-ticks")  # type: ignore[untyped-decorator]
+    async def ticker() -> None:
+        # A tick on every partition lets quiet partitions close their windows (idle advance).
+        for partition in range(settings.partitions):
+            await outputs[names.ticks].send(key=None, value=b"{}", partition=partition)
+
+    return app

@@ -1,0 +1,73 @@
+"""Classifier settings: one frozen object per process, each option with its env var."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from gpufailover.settings import default_bootstrap, env_float, env_int, env_str
+
+# (flag, env var, default, help) — the one place the classifier's options are documented.
+OPTIONS: tuple[tuple[str, str, object, str], ...] = (
+    ("--bootstrap", "GPUFAILOVER_BOOTSTRAP", None, "Kafka bootstrap servers"),
+    ("--topic-prefix", "GPUFAILOVER_TOPIC_PREFIX", "", "prefix of every topic name"),
+    ("--partitions", "GPUFAILOVER_PARTITIONS", 4, "partitions of every topic (co-partitioned)"),
+    ("--policy", "GPUFAILOVER_POLICY", "", "policy JSON file (default: the shipped policy)"),
+    (
+        "--app-id",
+        "GPUFAILOVER_CLASSIFIER_APP_ID",
+        "gpufailover-classifier",
+        "faust app id: consumer group and changelog topic names",
+    ),
+    ("--web-port", "GPUFAILOVER_CLASSIFIER_PORT", 6066, "faust web server port (/metrics)"),
+    (
+        "--idle-after",
+        "GPUFAILOVER_IDLE_AFTER_S",
+        5.0,
+        "seconds without records before a partition's watermark follows the wall clock",
+    ),
+    ("--tick-interval", "GPUFAILOVER_TICK_INTERVAL_S", 1.0, "seconds between clock ticks"),
+)
+
+
+@dataclass(frozen=True)
+class ClassifierSettings:
+    bootstrap: str
+    topic_prefix: str = ""
+    partitions: int = 4
+    policy: str = ""
+    app_id: str = "gpufailover-classifier"
+    web_port: int = 6066
+    idle_after_s: float = 5.0
+    tick_interval_s: float = 1.0
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        for flag, env, default, text in OPTIONS:
+            parser.add_argument(flag, default=None, help=f"{text} (env {env}, default {default!r})")
+
+    @staticmethod
+    def from_args(args: argparse.Namespace) -> ClassifierSettings:
+        def pick(flag: str) -> object:
+            return getattr(args, flag.lstrip("-").replace("-", "_"), None)
+
+        prefix = pick("--topic-prefix")
+        return ClassifierSettings(
+            bootstrap=str(pick("--bootstrap") or default_bootstrap()),
+            topic_prefix=str(prefix)
+            if prefix is not None
+            else env_str("GPUFAILOVER_TOPIC_PREFIX", ""),
+            partitions=int(str(pick("--partitions") or env_int("GPUFAILOVER_PARTITIONS", 4))),
+            policy=str(pick("--policy") or env_str("GPUFAILOVER_POLICY", "")),
+            app_id=str(
+                pick("--app-id")
+                or env_str("GPUFAILOVER_CLASSIFIER_APP_ID", "gpufailover-classifier")
+            ),
+            web_port=int(str(pick("--web-port") or env_int("GPUFAILOVER_CLASSIFIER_PORT", 6066))),
+            idle_after_s=float(
+                str(pick("--idle-after") or env_float("GPUFAILOVER_IDLE_AFTER_S", 5.0))
+            ),
+            tick_interval_s=float(
+                str(pick("--tick-interval") or env_float("GPUFAILOVER_TICK_INTERVAL_S", 1.0))
+            ),
+        )
