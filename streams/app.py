@@ -68,7 +68,7 @@ def build_app(settings: ClassifierSettings) -> faust.App:
     }
 
     def table(name: str) -> Any:
-        schema = faust.Schema(
+        schema: Any = faust.Schema(
             key_type=str, value_type=bytes, key_serializer="json", value_serializer="raw"
         )
         return app.Table(name, default=None, schema=schema, partitions=settings.partitions)
