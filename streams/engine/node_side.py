@@ -155,7 +155,19 @@ class NodeSide:
         out: list[NodeOutput] = []
         if item.cls in ("hardware", "precursor") and not state.quarantined:
             state.quarantined = True
-            job = state.pending[0].job_id if state.pending else None
+            # Name the job only when the record is evidence for it (inside its window).
+            job = next(
+                (
+                    ref.job_id
+                    for ref in state.pending
+                    if ev.in_window(
+                        item,
+                        ref.terminated_ts_ms - p.lookback_ms,
+                        ref.terminated_ts_ms + p.grace_ms,
+                    )
+                ),
+                None,
+            )
             out.append(QuarantineRequest(item.node, item.cls, item, job, item.ts_ms))
         for ref in state.pending:
             start = ref.terminated_ts_ms - p.lookback_ms
