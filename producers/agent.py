@@ -1,0 +1,175 @@
+"""The GPU node agent: sources in threads -> flood de-dup -> bounded buffer -> idempotent producer.
+
+Sources (`NvmlSource`, `KernelLogSource`) run in daemon threads and hand records to the event
+loop; XIDs pass the de-duplication, health changes go straight out; all records are keyed by
+node. A source that dies stops the agent with a non-zero exit (no agent that looks alive while
+it reads nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from deploy.topics import TopicNames
+from producers.dedup import FloodDeduper
+from producers.metrics import AgentMetrics
+from producers.publisher import BufferedPublisher
+from schemas.health import GpuHealth
+from schemas.xid import GpuXid
+
+log = logging.getLogger(__name__)
+
+Record = GpuXid | GpuHealth
+Sink = Callable[[Record], None]
+
+
+class Source(Protocol):
+    name: str
+
+    def run(self, sink: Sink) -> None:
+        """Block, calling `sink` for every record, until `close`; raise if the source fails."""
+
+    def close(self) -> None:
+        """Make `run` return soon (thread-safe)."""
+
+
+class Agent:
+    def __init__(
+        self,
+        topics: TopicNames,
+        publisher: BufferedPublisher,
+        metrics: AgentMetrics,
+        *,
+        dedup_window_s: float = 60.0,
+        drain_timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.topics = topics
+        self.publisher = publisher
+        self.metrics = metrics
+        self.deduper = FloodDeduper(dedup_window_s)
+        self.drain_timeout_s = drain_timeout_s
+        self.clock = clock
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- on the event loop ----------------------------------------------------------------
+    def emit(self, rec: Record) -> None:
+        if isinstance(rec, GpuXid):
+            self.metrics.xids.labels(code=str(rec.xid)).inc(rec.count)
+            before = self.deduper.suppressed
+            for out in self.deduper.offer(rec, self.clock()):
+                self._publish(out)
+            self.metrics.suppressed.inc(self.deduper.suppressed - before)
+        else:
+            self.metrics.health_conditions.labels(condition=rec.condition).inc()
+            self._publish(rec)
+
+    def _publish(self, rec: Record) -> None:
+        logical = "gpu.xid" if isinstance(rec, GpuXid) else "gpu.health"
+        self.publisher.submit(logical, self.topics.name(logical), rec.node, rec.to_dict())
+
+    def flush_due(self) -> None:
+        for out in self.deduper.due(self.clock()):
+            self._publish(out)
+
+    async def _tick(self) -> None:
+        period = max(0.05, min(1.0, self.deduper.window_s / 4))
+        while True:
+            await asyncio.sleep(period)
+            self.flush_due()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def run(self, sources: list[Source]) -> int:
+        """Run until `stop()` or a source fails; drain; return the exit status."""
+        loop = asyncio.get_running_loop()
+
+        def sink(rec: Record) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self.emit, rec)
+
+        pub_task = asyncio.create_task(self.publisher.run(), name="publisher")
+        tick_task = asyncio.create_task(self._tick(), name="dedup-tick")
+        stop_task = asyncio.create_task(self._stop.wait(), name="stop")
+        source_futs = {_in_thread(loop, s, sink): s for s in sources}
+        status = 0
+        try:
+            waitables: set[asyncio.Future[Any]] = {stop_task, pub_task, *source_futs}
+            done, _ = await asyncio.wait(waitables, return_when=asyncio.FIRST_COMPLETED)
+            for fut in done:
+                if fut in source_futs:
+                    status = 1
+                    exc = fut.exception()
+                    name = source_futs[fut].name
+                    if exc is not None:
+                        log.error("source %s failed: %s", name, exc, exc_info=exc)
+                    else:
+                        log.error("source %s stopped unexpectedly", name)
+            if pub_task in done:
+                status = 1
+                log.error("publisher stopped: %r", pub_task.exception())
+        finally:
+            await self._shutdown(sources, source_futs, pub_task, tick_task, stop_task)
+        return status
+
+    async def _shutdown(
+        self,
+        sources: list[Source],
+        source_futs: dict[asyncio.Future[None], Source],
+        pub_task: asyncio.Task[None],
+        tick_task: asyncio.Task[None],
+        stop_task: asyncio.Task[bool],
+    ) -> None:
+        for s in sources:
+            s.close()
+        if source_futs:
+            await asyncio.wait(source_futs, timeout=10.0)
+        # (a source's last records were handed over before its future settled: emitted by now)
+        for out in self.deduper.drain():
+            self._publish(out)
+        tick_task.cancel()
+        stop_task.cancel()
+        self.publisher.close()
+        if not pub_task.done():
+            await asyncio.wait({pub_task}, timeout=self.drain_timeout_s)
+        if not pub_task.done():
+            pub_task.cancel()
+        if len(self.publisher.buffer):
+            log.error(
+                "stopping with %d events not delivered (broker unreachable)",
+                len(self.publisher.buffer),
+            )
+        await asyncio.gather(pub_task, tick_task, stop_task, return_exceptions=True)
+
+
+def _in_thread(loop: asyncio.AbstractEventLoop, source: Source, sink: Sink) -> asyncio.Future[None]:
+    """Run `source.run(sink)` in a daemon thread; the future completes when it returns."""
+    fut: asyncio.Future[None] = loop.create_future()
+
+    def settle(exc: BaseException | None) -> None:
+        if fut.done():
+            return
+        if exc is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(exc)
+
+    def target() -> None:
+        error: BaseException | None = None
+        try:
+            source.run(sink)
+        except BaseException as exc:  # noqa: BLE001 - handed to the loop, which reports it
+            error = exc
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=target, name=f"source-{source.name}", daemon=True).start()
+    return fut

@@ -1,0 +1,165 @@
+"""`gpufailover agent --source nvml|kmsg|journal|file:PATH`: the GPU node agent."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from producers.agent_config import AgentSettings, add_arguments, settings_from_args
+
+log = logging.getLogger(__name__)
+
+EXIT_BAD_ARGS = 2
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "agent",
+        help="GPU node agent: publish XIDs and health changes (gpu.xid, gpu.health)",
+        description="Watch this node's GPUs through NVML or the kernel log and publish XID "
+        "events and health-condition changes, keyed by node. Runs until SIGTERM/SIGINT.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=cmd_agent)
+
+
+def _err(message: str) -> None:
+    print(f"gpufailover agent: {message}", file=sys.stderr)
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from deploy.topics import TopicNames, default_prefix
+    from producers.metrics import AgentMetrics, serve_metrics
+    from producers.nvml_source import NvmlError, NvmlUnavailable
+
+    try:
+        settings = settings_from_args(args)
+        prefix = default_prefix() if settings.topic_prefix is None else settings.topic_prefix
+        topics = TopicNames(prefix)
+    except ValueError as exc:
+        _err(f"error: {exc}")
+        return EXIT_BAD_ARGS
+    metrics = AgentMetrics()
+    try:
+        sources, cleanup = build_sources(settings, metrics)
+    except NvmlUnavailable as exc:
+        _err(
+            f"NVML is not available on this machine ({exc}). The nvml source needs the NVIDIA "
+            "driver (libnvidia-ml.so.1) and access to the GPUs; where it is missing use "
+            "--source kmsg, journal or file:PATH."
+        )
+        return 1
+    except NvmlError as exc:
+        _err(f"NVML failed to start: {exc}")
+        return 1
+    try:
+        serve_metrics(metrics, settings.metrics_port)
+        return asyncio.run(_run(settings, topics, metrics, sources))
+    except OSError as exc:
+        _err(f"cannot serve metrics on port {settings.metrics_port}: {exc}")
+        return 1
+    finally:
+        cleanup()
+
+
+def build_sources(settings: AgentSettings, metrics: Any) -> tuple[list[Any], Callable[[], None]]:
+    """The configured source and what to call when the agent stops."""
+    from producers.kmsg import GpuDirectory, KernelLogSource
+    from producers.nvml_source import PynvmlBackend
+    from producers.nvml_watch import NvmlSource
+
+    if settings.source == "nvml":
+        backend = PynvmlBackend()
+        backend.init()
+        source = NvmlSource(
+            backend,
+            settings.node,
+            interval_s=settings.sample_interval_s,
+            thresholds=settings.thresholds,
+        )
+        gpus = source.start()
+        log.info("NVML: %d GPUs: %s", len(gpus), ", ".join(f"{g.index}={g.uuid}" for g in gpus))
+        return [source], backend.shutdown
+
+    directory = _directory_from_nvml(GpuDirectory())
+    source_log = KernelLogSource(
+        settings.source,
+        _follower(settings),
+        settings.node,
+        directory,
+        metrics,
+        kernel_time=settings.source == "kmsg",
+    )
+    return [source_log], lambda: None
+
+
+def _follower(settings: AgentSettings) -> Callable[[threading.Event], Iterator[str]]:
+    from producers import kmsg_follow
+
+    path, from_start = settings.file_path(), settings.from_start
+    if path is not None:
+        return lambda stop: kmsg_follow.follow_file(path, stop, from_start=from_start)
+    if settings.source == "kmsg":
+        return lambda stop: kmsg_follow.follow_kmsg(stop, from_start=from_start)
+    return lambda stop: kmsg_follow.follow_journal(stop)
+
+
+def _directory_from_nvml(directory: Any) -> Any:
+    """Fill the PCI -> GPU directory from NVML when it works here; quietly skip when not."""
+    from producers.nvml_source import NvmlError, PynvmlBackend
+    from producers.nvml_watch import enumerate_gpus
+
+    backend = PynvmlBackend()
+    try:
+        backend.init()
+    except NvmlError as exc:
+        log.info("NVML not available (%s): GPU identity from kernel-log lines only", exc)
+        return directory
+    try:
+        for gpu in enumerate_gpus(backend):
+            if gpu.pci_bus_id:
+                directory.learn(gpu.pci_bus_id, uuid=gpu.uuid, index=gpu.index)
+    finally:
+        backend.shutdown()
+    return directory
+
+
+async def _run(settings: AgentSettings, topics: Any, metrics: Any, sources: list[Any]) -> int:
+    from gpufailover.kafka import make_producer
+    from gpufailover.settings import default_bootstrap
+    from producers.agent import Agent
+    from producers.publisher import BufferedPublisher, EventBuffer
+
+    bootstrap = settings.bootstrap or default_bootstrap()
+    publisher = BufferedPublisher(
+        lambda: make_producer(bootstrap, f"gpufailover-agent-{settings.node}"),
+        EventBuffer(settings.buffer_size, metrics),
+        metrics,
+    )
+    agent = Agent(
+        topics,
+        publisher,
+        metrics,
+        dedup_window_s=settings.dedup_window_s,
+        drain_timeout_s=settings.drain_timeout_s,
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agent.stop)
+    log.info(
+        "agent on node %s: source %s -> %s (%s, %s)",
+        settings.node,
+        settings.source,
+        bootstrap,
+        topics.gpu_xid,
+        topics.gpu_health,
+    )
+    status = await agent.run(sources)
+    log.info("agent stopped (exit %d)", status)
+    return status

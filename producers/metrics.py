@@ -1,0 +1,56 @@
+"""The node agent's Prometheus metrics, on an injectable registry (no node names as labels:
+one agent runs per node, the scrape target says which)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+
+class AgentMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.xids = Counter(
+            "gpufailover_agent_xids_total",
+            "XID occurrences seen (before de-duplication), by code",
+            ["code"],
+            registry=r,
+        )
+        self.health_conditions = Counter(
+            "gpufailover_agent_health_conditions_total",
+            "GPU health condition changes published, by condition",
+            ["condition"],
+            registry=r,
+        )
+        self.buffer_depth = Gauge(
+            "gpufailover_agent_buffer_depth",
+            "events waiting in memory for the broker",
+            registry=r,
+        )
+        self.dropped = Counter(
+            "gpufailover_agent_dropped_events_total",
+            "events dropped because the in-memory buffer was full",
+            registry=r,
+        )
+        self.unparsed = Counter(
+            "gpufailover_agent_unparsed_lines_total",
+            "kernel-log lines that mention an Xid but could not be parsed",
+            registry=r,
+        )
+        self.published = Counter(
+            "gpufailover_agent_published_total",
+            "events acknowledged by the broker, by logical topic",
+            ["topic"],
+            registry=r,
+        )
+        self.suppressed = Counter(
+            "gpufailover_agent_suppressed_repeats_total",
+            "repeated XIDs folded into a later event's count by the flood de-duplication",
+            registry=r,
+        )
+
+
+def serve_metrics(metrics: AgentMetrics, port: int, addr: str = "0.0.0.0") -> None:  # noqa: S104
+    """Serve /metrics on `port` in a daemon thread; 0 means off."""
+    if port:
+        start_http_server(port, addr=addr, registry=metrics.registry)
