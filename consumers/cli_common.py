@@ -1,0 +1,40 @@
+"""Pieces the operator commands share."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+
+from deploy.topics import TopicNames
+from gpufailover import settings as env
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap/--prefix on an action's parser, not clobbering the service parser's values."""
+    parser.add_argument(
+        "--bootstrap",
+        default=argparse.SUPPRESS,
+        help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, else the broker "
+        "from `gpufailover broker start`, else 127.0.0.1:9092)",
+    )
+    parser.add_argument(
+        "--prefix",
+        default=argparse.SUPPRESS,
+        help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)",
+    )
+
+
+def target(args: argparse.Namespace) -> tuple[str, TopicNames]:
+    bootstrap = getattr(args, "bootstrap", None) or env.default_bootstrap()
+    prefix = getattr(args, "prefix", None)
+    if prefix is None:
+        prefix = env.env_str("GPUFAILOVER_TOPIC_PREFIX", "")
+    return bootstrap, TopicNames(prefix)
+
+
+def operator() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER", "unknown")

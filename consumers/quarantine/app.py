@@ -1,0 +1,99 @@
+"""The quarantine service on Kafka: `run_quarantine(settings, stop)`.
+
+Startup: rebuild the quarantine set by reading `nodes.quarantine` to its end, restore the
+breaker from its latest state on `failover.alerts`, then consume requests, decisions and reset
+commands in one consumer group, one transaction per batch. The tail keeps following
+`nodes.quarantine`, so operator releases reach the running service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import CollectorRegistry
+
+from consumers.quarantine import alerts
+from consumers.quarantine.actuator import Actuator, make_actuator
+from consumers.quarantine.breaker import BreakerState
+from consumers.quarantine.config import QuarantineSettings
+from consumers.quarantine.logic import QuarantineProcessor
+from consumers.quarantine.metrics import QuarantineMetrics
+from consumers.quarantine.table import QuarantineTable
+from consumers.runtime.loop import LoopConfig, TransactionalLoop
+from consumers.runtime.oneshot import read_key
+from consumers.runtime.records import InRecord
+from consumers.runtime.tail import TopicTail
+from schemas.codec import loads
+from schemas.errors import SchemaError
+
+log = logging.getLogger(__name__)
+
+SYNC_TIMEOUT_S = 60.0
+
+
+async def run_quarantine(
+    settings: QuarantineSettings,
+    stop: asyncio.Event,
+    *,
+    registry: CollectorRegistry | None = None,
+    actuator: Actuator | None = None,
+) -> None:
+    """Run the quarantine service until `stop` is set (or the task is cancelled)."""
+    common, names = settings.common, settings.common.names
+    metrics = QuarantineMetrics.create(registry)
+    table = QuarantineTable()
+    act = actuator or make_actuator(settings.actuator, settings.scheduler, settings.actuator_log)
+
+    def table_error(rec: InRecord, exc: Exception) -> None:
+        metrics.loop.table_errors.labels(topic="nodes.quarantine").inc()
+
+    tail = TopicTail(
+        common.bootstrap,
+        [names.nodes_quarantine],
+        table.apply_record,
+        name=f"{common.group_id}-table",
+        on_error=table_error,
+    )
+    processor = QuarantineProcessor(
+        names,
+        settings.breaker,
+        table,
+        act,
+        metrics,
+        group=common.group_id,
+        dry_run=settings.dry_run,
+        sync=lambda: tail.sync(SYNC_TIMEOUT_S),
+    )
+    async with tail:
+        await tail.sync(SYNC_TIMEOUT_S)
+        processor.breaker = await restore_breaker(common.bootstrap, names.failover_alerts)
+        processor.watermark = max(table.quarantined_at.values(), default=0)
+        processor.live = True
+        log.info(
+            "quarantine service %s: %d nodes quarantined, breaker %s%s",
+            common.group_id,
+            len(table.quarantined()),
+            "TRIPPED" if processor.breaker.tripped else "closed",
+            " (dry run)" if settings.dry_run else "",
+        )
+        loop_cfg = LoopConfig(
+            bootstrap=common.bootstrap,
+            group_id=common.group_id,
+            transactional_id=common.transactional_id,
+            topics=(names.quarantine_requests, names.failover_decisions, names.failover_alerts),
+            names=names,
+        )
+        await TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
+
+
+async def restore_breaker(bootstrap: str, alerts_topic: str) -> BreakerState:
+    """The latest breaker state on `failover.alerts`, or a closed breaker."""
+    for rec in reversed(await read_key(bootstrap, alerts_topic, alerts.BREAKER_KEY)):
+        if rec.value is None:
+            continue
+        try:
+            return alerts.breaker_state_from_alert(loads(rec.value))
+        except SchemaError as exc:
+            log.warning("breaker state at %s unreadable, looking further back: %s", rec.where, exc)
+    return BreakerState()

@@ -1,0 +1,109 @@
+"""Quarantine service settings: flags, then `GPUFAILOVER_QUARANTINE_*` env vars, then defaults."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from consumers.quarantine.actuator import SCHEDULERS
+from consumers.quarantine.breaker import BreakerConfig
+from consumers.runtime.config import CommonSettings, add_common_arguments, flag
+from gpufailover import settings as env
+
+SERVICE = "quarantine"
+_E = "GPUFAILOVER_QUARANTINE_"
+
+
+@dataclass(frozen=True)
+class QuarantineSettings:
+    common: CommonSettings
+    breaker: BreakerConfig
+    dry_run: bool = False
+    actuator: str = "log"
+    scheduler: str = "slurm"
+    actuator_log: Path | None = None
+
+    @staticmethod
+    def from_env_and_args(args: argparse.Namespace | None = None) -> QuarantineSettings:
+        log_path = flag(args, "actuator_log", env.env_str(f"{_E}ACTUATOR_LOG", ""))
+        scheduler = flag(args, "scheduler", env.env_str("GPUFAILOVER_SCHEDULER", "slurm"))
+        if scheduler not in SCHEDULERS:
+            raise SystemExit(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+        try:
+            breaker = BreakerConfig(
+                window_ms=int(
+                    1000
+                    * flag(args, "breaker_window_s", env.env_float(f"{_E}BREAKER_WINDOW_S", 600))
+                ),
+                max_share=flag(
+                    args, "breaker_max_share", env.env_float(f"{_E}BREAKER_MAX_SHARE", 0.2)
+                ),
+                max_nodes=flag(
+                    args, "breaker_max_nodes", env.env_int(f"{_E}BREAKER_MAX_NODES", 50)
+                ),
+                min_nodes=flag(args, "breaker_min_nodes", env.env_int(f"{_E}BREAKER_MIN_NODES", 2)),
+                fleet_size=flag(args, "fleet_size", env.env_int("GPUFAILOVER_FLEET_SIZE", 0)),
+            )
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        return QuarantineSettings(
+            common=CommonSettings.from_env_and_args(SERVICE, args),
+            breaker=breaker,
+            dry_run=flag(args, "dry_run", env.env_bool(f"{_E}DRY_RUN", False)),
+            actuator=flag(args, "actuator", env.env_str(f"{_E}ACTUATOR", "log")),
+            scheduler=scheduler,
+            actuator_log=Path(log_path) if log_path else None,
+        )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser, SERVICE)
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=None,
+        help="publish what would be done to failover.alerts, write no quarantine record and call "
+        f"no actuator (env {_E}DRY_RUN)",
+    )
+    parser.add_argument(
+        "--actuator",
+        choices=["log"],
+        help=f"what a quarantine does (env {_E}ACTUATOR, default log)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        help="whose commands the actuator issues (env GPUFAILOVER_SCHEDULER, default slurm)",
+    )
+    parser.add_argument(
+        "--actuator-log",
+        help=f"file the log actuator appends its commands to (env {_E}ACTUATOR_LOG)",
+    )
+    parser.add_argument(
+        "--breaker-window-s",
+        type=float,
+        help=f"breaker window in event-time seconds (env {_E}BREAKER_WINDOW_S, default 600)",
+    )
+    parser.add_argument(
+        "--breaker-max-share",
+        type=float,
+        help=f"trip above this share of the known fleet (env {_E}BREAKER_MAX_SHARE, default 0.2)",
+    )
+    parser.add_argument(
+        "--breaker-max-nodes",
+        type=int,
+        help=f"trip above this many nodes in the window (env {_E}BREAKER_MAX_NODES, default 50)",
+    )
+    parser.add_argument(
+        "--breaker-min-nodes",
+        type=int,
+        help="the share rule never trips at or below this many nodes in the window "
+        f"(env {_E}BREAKER_MIN_NODES, default 2)",
+    )
+    parser.add_argument(
+        "--fleet-size",
+        type=int,
+        help="known fleet size; the fleet is the larger of this and the distinct nodes seen "
+        "(env GPUFAILOVER_FLEET_SIZE, default 0)",
+    )

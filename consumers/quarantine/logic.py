@@ -1,0 +1,270 @@
+"""The quarantine service's decisions, record by record, with changes staged per batch.
+
+Inputs: `failover.quarantine-requests` (the classifier asks), `failover.decisions` (every
+suspect of a hardware verdict is quarantined too) and the operator's breaker resets on
+`failover.alerts`. A node already quarantined is left alone, so a redelivered request or
+decision writes nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from consumers.quarantine import alerts, breaker
+from consumers.quarantine.actuator import QUARANTINE, RELEASE, Actuator
+from consumers.quarantine.breaker import BreakerConfig, BreakerState
+from consumers.quarantine.metrics import QuarantineMetrics
+from consumers.quarantine.table import QUARANTINED, RELEASED, QuarantineTable
+from consumers.runtime.loop import Ack
+from consumers.runtime.records import InRecord, Output, now_ms
+from deploy.topics import TopicNames
+from schemas.codec import loads
+from schemas.decisions import Decision
+from schemas.errors import SchemaError
+from schemas.quarantine import QuarantineRecord
+
+log = logging.getLogger(__name__)
+
+SEEN_DECISIONS_MAX = 100_000
+
+
+@dataclass
+class _Staged:
+    writes: dict[str, QuarantineRecord] = field(default_factory=dict)
+    dry: dict[str, int] = field(default_factory=dict)
+    fleet: set[str] = field(default_factory=set)
+    seen: set[tuple[str, int]] = field(default_factory=set)
+    watermark: int | None = None
+    breaker: BreakerState | None = None
+    on_commit: list[Callable[[], None]] = field(default_factory=list)
+
+
+class QuarantineProcessor:
+    def __init__(
+        self,
+        names: TopicNames,
+        cfg: BreakerConfig,
+        table: QuarantineTable,
+        actuator: Actuator,
+        metrics: QuarantineMetrics,
+        *,
+        group: str = "gpufailover-quarantine",
+        dry_run: bool = False,
+        sync: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.names, self.cfg, self.table, self.actuator = names, cfg, table, actuator
+        self.metrics, self.group, self.dry_run, self._sync = metrics, group, dry_run, sync
+        self.breaker = BreakerState()
+        self.watermark = 0
+        self.fleet: set[str] = set()
+        self.dry: dict[str, int] = {}  # dry-run: nodes that would be quarantined -> ts_ms
+        self.seen: dict[tuple[str, int], None] = {}  # decisions handled, oldest first
+        self.live = False  # set once the table is rebuilt: releases seen from then on actuate
+        self._releases: list[QuarantineRecord] = []
+        self._staged = _Staged()
+        table.on_change = self._table_changed
+
+    # -- Processor protocol ------------------------------------------------------------------
+    async def prepare(self, records: Sequence[InRecord]) -> None:
+        return None
+
+    def begin(self) -> None:
+        self._staged = _Staged()
+
+    def rollback(self) -> None:
+        self._staged = _Staged()
+
+    async def on_assigned(self) -> None:
+        if self._sync is not None:
+            await self._sync()
+
+    def handle(self, rec: InRecord) -> list[Output]:
+        if rec.topic == self.names.failover_alerts:
+            return self._on_alert(rec)
+        value = _json(rec)
+        if rec.topic == self.names.quarantine_requests:
+            request = QuarantineRecord.from_dict(value)
+            if request.state != QUARANTINED:
+                raise SchemaError("state", f"a quarantine request must be {QUARANTINED!r}")
+            return self._consider(request, "request")
+        if rec.topic == self.names.failover_decisions:
+            return self._on_decision(Decision.from_dict(value))
+        raise SchemaError("topic", f"not an input of the quarantine service: {rec.topic!r}")
+
+    async def committed(self, acks: Sequence[Ack]) -> None:
+        s, self._staged = self._staged, _Staged()
+        for ack in acks:
+            if ack.output.topic == self.names.nodes_quarantine:
+                record = s.writes[ack.output.key.decode() if ack.output.key else ""]
+                self.table.apply(record, ack.partition, ack.offset)
+                await self._actuate(QUARANTINE, record)
+        self.dry.update(s.dry)
+        self.fleet |= s.fleet
+        for key in s.seen:
+            self.seen[key] = None
+        while len(self.seen) > SEEN_DECISIONS_MAX:
+            del self.seen[next(iter(self.seen))]
+        self.watermark = max(self.watermark, s.watermark or 0)
+        self.breaker = s.breaker or self.breaker
+        for count in s.on_commit:
+            count()
+        self._gauges()
+
+    async def idle(self) -> None:
+        releases, self._releases = self._releases, []
+        for record in releases:
+            self.metrics.releases.inc()
+            if self.dry_run:
+                log.info("dry run: would run %s", self.actuator.command(RELEASE, record))
+            else:
+                await self._actuate(RELEASE, record)
+        self._gauges()
+
+    # -- the rules ---------------------------------------------------------------------------
+    def _on_decision(self, d: Decision) -> list[Output]:
+        self._see(*d.suspect_nodes, *(e.node for e in d.evidence if e.node))
+        self._advance(d.decided_ts_ms)
+        if d.verdict != "hardware" or not d.suspect_nodes:
+            return []
+        key = (d.job_id, d.attempt)
+        if key in self.seen or key in self._staged.seen:
+            self._count(lambda: self.metrics.duplicates.labels(source="decision").inc())
+            return []
+        self._staged.seen.add(key)
+        out: list[Output] = []
+        for node in d.suspect_nodes:
+            evidence = tuple(e for e in d.evidence if e.node == node)
+            record = QuarantineRecord(
+                node, QUARANTINED, "hardware", evidence, d.job_id, d.decided_ts_ms
+            )
+            out.extend(self._consider(record, "decision"))
+        return out
+
+    def _consider(self, record: QuarantineRecord, source: str) -> list[Output]:
+        node = record.node
+        self._see(node)
+        self._advance(record.ts_ms)
+        if self._is_quarantined(node):
+            self._count(lambda: self.metrics.duplicates.labels(source=source).inc())
+            return []
+        state, wm, now = self._breaker(), self._watermark(), now_ms()
+        if state.tripped:
+            self._count(self.metrics.refused.inc)
+            log.warning("breaker tripped: quarantine of %s refused", node)
+            return [self._alert(node, alerts.refused_alert(record, state.cause, now))]
+        times = {n: ts for n, ts in self._quarantine_times().items() if n != node}
+        would_be = breaker.count_in_window(self.cfg, state, wm, times.values()) + 1
+        fleet = breaker.known_fleet(self.cfg, len(self._fleet()))
+        cause = breaker.trip_cause(self.cfg, would_be, fleet)
+        if cause is not None:
+            tripped = breaker.trip(state, cause, would_be, fleet, wm, now)
+            self._staged.breaker = tripped
+            self._count(lambda: self.metrics.breaker_trips.labels(cause=cause).inc())
+            self._count(self.metrics.refused.inc)
+            log.error(
+                "breaker TRIPPED (%s): %d nodes in the window, fleet %d", cause, would_be, fleet
+            )
+            return [
+                self._breaker_output(tripped, now),
+                self._alert(node, alerts.refused_alert(record, cause, now)),
+            ]
+        mode = "dry_run" if self.dry_run else "applied"
+        self._count(lambda: self.metrics.quarantines.labels(reason=record.reason, mode=mode).inc())
+        if self.dry_run:
+            self._staged.dry[node] = record.ts_ms
+            command = self.actuator.command(QUARANTINE, record)
+            return [self._alert(node, alerts.dry_run_alert(QUARANTINE, record, command, now))]
+        self._staged.writes[node] = record
+        log.info("quarantining %s (%s, job %s)", node, record.reason, record.job_id)
+        return [Output.json(self.names.nodes_quarantine, node, record.to_dict())]
+
+    def _on_alert(self, rec: InRecord) -> list[Output]:
+        if rec.key_str() != alerts.RESET_KEY:
+            return []  # not addressed to this service
+        value = _json(rec)
+        if not isinstance(value, dict) or value.get("kind") != alerts.KIND_RESET:
+            return []  # e.g. a dead letter of a bad reset command: already reported
+        command = alerts.ResetCommand.from_dict(value)
+        state = self._breaker()
+        if not breaker.reset_applies(state, command.ts_ms):
+            log.info("breaker reset at %s ignored: breaker not tripped since", rec.where)
+            return []
+        closed = breaker.reset(state, self._watermark())
+        self._staged.breaker = closed
+        self._count(self.metrics.breaker_resets.inc)
+        log.warning("breaker RESET by %s: %s", command.operator or "?", command.reason)
+        return [self._breaker_output(closed, now_ms())]
+
+    # -- state, base + staged ------------------------------------------------------------------
+    def _is_quarantined(self, node: str) -> bool:
+        staged = self._staged.writes.get(node)
+        if staged is not None:
+            return staged.state == QUARANTINED
+        return self.table.is_quarantined(node) or node in self.dry or node in self._staged.dry
+
+    def _quarantine_times(self) -> dict[str, int]:
+        merged = dict(self.table.quarantined_at)
+        merged.update(self.dry)
+        merged.update(self._staged.dry)
+        merged.update((n, r.ts_ms) for n, r in self._staged.writes.items())
+        return merged
+
+    def _fleet(self) -> set[str]:
+        return self.fleet | self._staged.fleet | set(self.table.nodes())
+
+    def _breaker(self) -> BreakerState:
+        return self._staged.breaker or self.breaker
+
+    def _watermark(self) -> int:
+        return max(self.watermark, self._staged.watermark or 0)
+
+    def _see(self, *nodes: str | None) -> None:
+        self._staged.fleet.update(n for n in nodes if n)
+
+    def _advance(self, ts_ms: int) -> None:
+        self._staged.watermark = max(self._watermark(), ts_ms)
+
+    def _count(self, inc: Callable[[], Any]) -> None:
+        self._staged.on_commit.append(inc)
+
+    # -- outputs and effects -----------------------------------------------------------------
+    def _alert(self, key: str, value: dict[str, Any]) -> Output:
+        return Output.json(self.names.failover_alerts, key, value)
+
+    def _breaker_output(self, state: BreakerState, now: int) -> Output:
+        value = alerts.breaker_alert(
+            state, self.cfg, group=self.group, dry_run=self.dry_run, ts_ms=now
+        )
+        return self._alert(alerts.BREAKER_KEY, value)
+
+    async def _actuate(self, action: str, record: QuarantineRecord) -> None:
+        self.metrics.actuator_calls.labels(action=action).inc()
+        try:
+            await self.actuator.apply(action, record)
+        except Exception:
+            self.metrics.actuator_errors.labels(action=action).inc()
+            log.exception("actuator %s failed to %s %s", self.actuator.name, action, record.node)
+
+    def _table_changed(self, previous: QuarantineRecord | None, record: QuarantineRecord) -> None:
+        if record.state != RELEASED:
+            return
+        self.dry.pop(record.node, None)
+        if self.live and previous is not None and previous.state == QUARANTINED:
+            self._releases.append(record)
+
+    def _gauges(self) -> None:
+        self.metrics.breaker_tripped.set(1 if self.breaker.tripped else 0)
+        self.metrics.nodes_quarantined.set(len(self.table.quarantined()))
+        times = self._quarantine_times().values()
+        in_window = breaker.count_in_window(self.cfg, self.breaker, self.watermark, times)
+        self.metrics.window_nodes.set(in_window)
+        self.metrics.fleet_nodes.set(breaker.known_fleet(self.cfg, len(self._fleet())))
+
+
+def _json(rec: InRecord) -> Any:
+    if rec.value is None:
+        raise SchemaError("value", "a null value (tombstone) is not a valid record here")
+    return loads(rec.value)

@@ -1,0 +1,72 @@
+"""The current quarantine set: the latest `nodes.quarantine` value per node.
+
+Fed by a tail of the compacted topic (every partition, from the beginning) and by the service's
+own acknowledged writes. Both carry the record's offset, so an older record arriving late (the
+tail catching up on what the service already applied) never overwrites a newer one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from consumers.runtime.records import InRecord
+from schemas.codec import loads
+from schemas.quarantine import QuarantineRecord
+
+QUARANTINED = "quarantined"
+RELEASED = "released"
+
+OnChange = Callable[[QuarantineRecord | None, QuarantineRecord], None]
+
+
+class QuarantineTable:
+    def __init__(self) -> None:
+        self._latest: dict[str, tuple[tuple[int, int], QuarantineRecord]] = {}
+        self._deleted: dict[str, tuple[int, int]] = {}
+        self.quarantined_at: dict[str, int] = {}  # node -> ts_ms of its latest quarantine
+        self.on_change: OnChange | None = None
+
+    def apply_record(self, rec: InRecord) -> None:
+        """One record read from `nodes.quarantine` (a tombstone forgets the node)."""
+        node = rec.key_str()
+        position = (rec.partition, rec.offset)
+        if rec.value is None:
+            if node is not None and self._newer(node, position):
+                self._latest.pop(node, None)
+                self._deleted[node] = position
+            return
+        self.apply(QuarantineRecord.from_dict(loads(rec.value)), rec.partition, rec.offset)
+
+    def apply(self, record: QuarantineRecord, partition: int, offset: int) -> bool:
+        """Take `record` unless a newer one for its node is known; True when taken."""
+        position = (partition, offset)
+        if not self._newer(record.node, position):
+            return False
+        previous = self._latest.get(record.node)
+        self._latest[record.node] = (position, record)
+        self._deleted.pop(record.node, None)
+        if record.state == QUARANTINED:
+            self.quarantined_at[record.node] = record.ts_ms
+        if self.on_change is not None:
+            self.on_change(None if previous is None else previous[1], record)
+        return True
+
+    def _newer(self, node: str, position: tuple[int, int]) -> bool:
+        known = self._latest.get(node)
+        seen = known[0] if known is not None else self._deleted.get(node)
+        # Offsets order records of one partition; a node's key stays on one partition.
+        return seen is None or seen[0] != position[0] or position[1] > seen[1]
+
+    def get(self, node: str) -> QuarantineRecord | None:
+        known = self._latest.get(node)
+        return None if known is None else known[1]
+
+    def is_quarantined(self, node: str) -> bool:
+        record = self.get(node)
+        return record is not None and record.state == QUARANTINED
+
+    def quarantined(self) -> frozenset[str]:
+        return frozenset(n for n, (_, r) in self._latest.items() if r.state == QUARANTINED)
+
+    def nodes(self) -> Iterable[str]:
+        return self._latest.keys()

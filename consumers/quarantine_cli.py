@@ -1,0 +1,70 @@
+"""`gpufailover quarantine`: run the service; `release NODE`, `reset-breaker` for operators."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from consumers.cli_common import add_target_arguments, operator, target
+from consumers.quarantine.config import add_arguments
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "quarantine",
+        help="run the quarantine service; release a node; reset the circuit breaker",
+        description="Without an ACTION: run the quarantine service until SIGINT/SIGTERM.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=cmd_run)
+    actions = parser.add_subparsers(dest="quarantine_action", metavar="ACTION")
+    release = actions.add_parser(
+        "release", help="release a quarantined node (publishes a `released` record)"
+    )
+    release.add_argument("node", help="the node to release")
+    release.add_argument("--reason", required=True, help="why (kept in the record's `detail`)")
+    release.add_argument(
+        "--force", action="store_true", help="publish even if the node is not quarantined"
+    )
+    add_target_arguments(release)
+    release.set_defaults(func=cmd_release)
+    reset = actions.add_parser(
+        "reset-breaker", help="tell the running service to close its tripped circuit breaker"
+    )
+    reset.add_argument("--reason", default="operator reset", help="why (kept in the command)")
+    add_target_arguments(reset)
+    reset.set_defaults(func=cmd_reset)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from consumers.quarantine.app import run_quarantine
+    from consumers.quarantine.config import QuarantineSettings
+    from consumers.runtime.service import run_standalone
+
+    settings = QuarantineSettings.from_env_and_args(args)
+
+    async def main(stop: asyncio.Event, registry: Any) -> None:
+        await run_quarantine(settings, stop, registry=registry)
+
+    return run_standalone("quarantine", main, settings.common.metrics_port)
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from consumers.quarantine.commands import release_node
+
+    bootstrap, names = target(args)
+    code, message = asyncio.run(
+        release_node(bootstrap, names, args.node, args.reason, operator(), force=args.force)
+    )
+    print(message, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    from consumers.quarantine.commands import reset_breaker
+
+    bootstrap, names = target(args)
+    print(asyncio.run(reset_breaker(bootstrap, names, args.reason, operator())))
+    return 0

@@ -1,0 +1,13 @@
+"""`python -m consumers.requeue`: the requeue service alone (same flags as the CLI)."""
+
+import argparse
+import logging
+import sys
+
+from consumers.requeue.config import add_arguments
+from consumers.requeue_cli import cmd_run
+
+parser = argparse.ArgumentParser(prog="python -m consumers.requeue")
+add_arguments(parser)
+logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+sys.exit(cmd_run(parser.parse_args()))

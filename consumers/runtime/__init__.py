@@ -1,0 +1,1 @@
+"""What the consumer services share: records, the transactional loop, topic tails, settings."""

@@ -1,0 +1,58 @@
+"""Metrics every service's loop reports, named `gpufailover_<component>_...`.
+
+Each service's own `metrics` module builds these with its component name next to its own
+metrics, on the registry it is given. Labels are bounded: logical topic names and error kinds,
+never job ids or node names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(frozen=True)
+class LoopMetrics:
+    records: Counter  # labels: topic
+    dlq: Counter  # labels: topic, error
+    commit_seconds: Histogram
+    commit_failures: Counter
+    table_errors: Counter  # labels: topic
+
+    @staticmethod
+    def create(registry: CollectorRegistry, component: str) -> LoopMetrics:
+        p = f"gpufailover_{component}"
+        return LoopMetrics(
+            records=Counter(
+                f"{p}_records_total",
+                "Input records processed (dead-lettered ones included)",
+                ["topic"],
+                registry=registry,
+            ),
+            dlq=Counter(
+                f"{p}_dlq_total",
+                "Input records sent to a dead-letter topic, by input topic and error kind",
+                ["topic", "error"],
+                registry=registry,
+            ),
+            commit_seconds=Histogram(
+                f"{p}_commit_seconds",
+                "Time to publish a batch's output and commit its offsets in one transaction",
+                buckets=COMMIT_BUCKETS,
+                registry=registry,
+            ),
+            commit_failures=Counter(
+                f"{p}_commit_failures_total",
+                "Transactions that failed and were retried from the last committed offsets",
+                registry=registry,
+            ),
+            table_errors=Counter(
+                f"{p}_table_errors_total",
+                "Unreadable records met while rebuilding state from a topic (logged, skipped)",
+                ["topic"],
+                registry=registry,
+            ),
+        )

@@ -1,0 +1,73 @@
+"""Short-lived reads and writes for the operator commands (status, release, reset-breaker)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from consumers.runtime.records import InRecord
+from gpufailover.kafka import make_consumer, make_producer
+
+_POLL_MS = 200
+
+
+async def read_to_end(
+    bootstrap: str, topic: str, partitions: Sequence[int] | None = None
+) -> list[InRecord]:
+    """Every committed record of `topic` (or of some of its partitions), read to its end now."""
+    from aiokafka import TopicPartition
+
+    consumer = make_consumer(bootstrap, None, client_id="gpufailover-cli")
+    await consumer.start()
+    try:
+        await consumer.topics()
+        available = consumer.partitions_for_topic(topic)
+        if not available:
+            raise LookupError(f"topic {topic!r} does not exist on {bootstrap}")
+        tps = [TopicPartition(topic, p) for p in sorted(partitions or available)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends: dict[Any, int] = await consumer.end_offsets(tps)
+        out: list[InRecord] = []
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            batch = await consumer.getmany(*tps, timeout_ms=_POLL_MS)
+            for tp, records in batch.items():
+                out.extend(InRecord.from_consumer(r) for r in records if r.offset < ends[tp])
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def partition_for_key(bootstrap: str, topic: str, key: bytes) -> int:
+    """The partition the default partitioner gives `key` (murmur2, as our producers use)."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    consumer = make_consumer(bootstrap, None, client_id="gpufailover-cli")
+    await consumer.start()
+    try:
+        await consumer.topics()
+        parts = sorted(consumer.partitions_for_topic(topic) or ())
+    finally:
+        await consumer.stop()
+    if not parts:
+        raise LookupError(f"topic {topic!r} does not exist on {bootstrap}")
+    partition: int = DefaultPartitioner()(key, parts, parts)
+    return partition
+
+
+async def read_key(bootstrap: str, topic: str, key: str) -> list[InRecord]:
+    """Every record with `key` still on the topic, oldest first."""
+    raw = key.encode("utf-8")
+    partition = await partition_for_key(bootstrap, topic, raw)
+    return [r for r in await read_to_end(bootstrap, topic, [partition]) if r.key == raw]
+
+
+async def publish(bootstrap: str, topic: str, key: str, value: bytes) -> tuple[int, int]:
+    """Publish one record and wait for acks=all; (partition, offset)."""
+    producer = make_producer(bootstrap, "gpufailover-cli")
+    await producer.start()
+    try:
+        md = await producer.send_and_wait(topic, value, key=key.encode("utf-8"))
+    finally:
+        await producer.stop()
+    return md.partition, md.offset

@@ -1,0 +1,90 @@
+"""Records in and out of a service, and the dead letters of records it could not process."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from deploy.topics import TopicNames
+from schemas.codec import dumps
+
+DEAD_LETTER_KIND = "dead-letter"
+
+
+@dataclass(frozen=True, slots=True)
+class InRecord:
+    """One consumed record, independent of aiokafka (unit tests build these directly)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int = 0
+
+    @staticmethod
+    def from_consumer(rec: Any) -> InRecord:
+        return InRecord(
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            key=rec.key,
+            value=rec.value,
+            timestamp_ms=rec.timestamp or 0,
+        )
+
+    @property
+    def where(self) -> str:
+        """`topic[partition]@offset`, as every log line about a record names it."""
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+    def key_str(self) -> str | None:
+        return None if self.key is None else self.key.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One record to publish: real topic name, key, JSON-encoded value."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+
+    @staticmethod
+    def json(topic: str, key: str | None, value: Any) -> Output:
+        return Output(topic, None if key is None else key.encode("utf-8"), dumps(value))
+
+
+def dead_letter_topic(names: TopicNames, real: str) -> str:
+    """`<topic>.dlq` when the topic declares one, else `failover.alerts` (never an undeclared
+    topic: the broker does not auto-create, and a send to a missing topic would stall)."""
+    try:
+        return names.dlq(real)
+    except KeyError:
+        return names.failover_alerts
+
+
+def dead_letter(
+    names: TopicNames, rec: InRecord, error_kind: str, error: BaseException, consumer: str
+) -> Output:
+    """The dead letter of `rec`: original coordinates, raw key and value, and the error."""
+    value = {
+        "schema_version": 1,
+        "kind": DEAD_LETTER_KIND,
+        "topic": rec.topic,
+        "partition": rec.partition,
+        "offset": rec.offset,
+        "timestamp_ms": rec.timestamp_ms,
+        "key": rec.key_str(),
+        "value": None if rec.value is None else rec.value.decode("utf-8", "replace"),
+        "error_kind": error_kind,
+        "error": f"{type(error).__name__}: {error}",
+        "consumer": consumer,
+        "ts_ms": now_ms(),
+    }
+    return Output(dead_letter_topic(names, rec.topic), rec.key, dumps(value))
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
