@@ -230,3 +230,11 @@ def test_termination_listing_a_node_twice_is_one_node() -> None:
     d = r.decision("job-1")
     assert d.suspect_nodes == (A,)
     assert len(d.evidence) == 1
+
+
+def test_late_termination_with_the_watermark_exactly_at_its_grace_end_stays_open() -> None:
+    r = Run()
+    r.feed(health(C, "ok", T + GRACE))
+    assert r.feed(terminated("job-1", [A], T)) == []
+    (d,) = decisions_of(r.feed(xid(A, 79, T + 10 * S)))
+    assert d.verdict == "hardware"
