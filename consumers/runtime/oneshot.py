@@ -11,20 +11,39 @@ from gpufailover.kafka import make_consumer, make_producer
 _POLL_MS = 200
 
 
+async def partitions_of(bootstrap: str, topics: Sequence[str]) -> dict[str, list[int]]:
+    """Each topic's partition ids (LookupError naming the topics that do not exist)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="gpufailover-metadata")
+    await admin.start()
+    try:
+        described: list[dict[str, Any]] = await admin.describe_topics(list(topics))
+    finally:
+        await admin.close()
+    found = {
+        t["topic"]: sorted(p["partition"] for p in t["partitions"])
+        for t in described
+        if t["error_code"] == 0 and t["partitions"]
+    }
+    missing = sorted(set(topics) - set(found))
+    if missing:
+        raise LookupError(f"topics missing on {bootstrap}: {', '.join(missing)}")
+    return found
+
+
 async def read_to_end(
     bootstrap: str, topic: str, partitions: Sequence[int] | None = None
 ) -> list[InRecord]:
     """Every committed record of `topic` (or of some of its partitions), read to its end now."""
     from aiokafka import TopicPartition
 
+    if partitions is None:
+        partitions = (await partitions_of(bootstrap, [topic]))[topic]
     consumer = make_consumer(bootstrap, None, client_id="gpufailover-cli")
     await consumer.start()
     try:
-        await consumer.topics()
-        available = consumer.partitions_for_topic(topic)
-        if not available:
-            raise LookupError(f"topic {topic!r} does not exist on {bootstrap}")
-        tps = [TopicPartition(topic, p) for p in sorted(partitions or available)]
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends: dict[Any, int] = await consumer.end_offsets(tps)
@@ -42,15 +61,7 @@ async def partition_for_key(bootstrap: str, topic: str, key: bytes) -> int:
     """The partition the default partitioner gives `key` (murmur2, as our producers use)."""
     from aiokafka.partitioner import DefaultPartitioner
 
-    consumer = make_consumer(bootstrap, None, client_id="gpufailover-cli")
-    await consumer.start()
-    try:
-        await consumer.topics()
-        parts = sorted(consumer.partitions_for_topic(topic) or ())
-    finally:
-        await consumer.stop()
-    if not parts:
-        raise LookupError(f"topic {topic!r} does not exist on {bootstrap}")
+    parts = (await partitions_of(bootstrap, [topic]))[topic]
     partition: int = DefaultPartitioner()(key, parts, parts)
     return partition
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
+from consumers.runtime.oneshot import partitions_of
 from consumers.runtime.records import InRecord
 from gpufailover.kafka import make_consumer
 from schemas.errors import SchemaError
@@ -61,15 +62,11 @@ class TopicTail:
     async def start(self) -> None:
         from aiokafka import TopicPartition
 
+        found = await partitions_of(self._bootstrap, self._topics)
+        self._tps = [TopicPartition(t, p) for t in self._topics for p in found[t]]
         self._consumer = make_consumer(self._bootstrap, None, client_id=f"{self._name}-tail")
         await self._consumer.start()
         try:
-            await self._consumer.topics()  # metadata for partitions_for_topic
-            for topic in self._topics:
-                parts = self._consumer.partitions_for_topic(topic)
-                if not parts:
-                    raise RuntimeError(f"{self._name}: topic {topic!r} does not exist")
-                self._tps.extend(TopicPartition(topic, p) for p in sorted(parts))
             self._consumer.assign(self._tps)
             await self._consumer.seek_to_beginning(*self._tps)
         except BaseException:

@@ -1,0 +1,62 @@
+"""The job status service on Kafka: `run_job_status(settings, stop)`.
+
+Startup: rebuild every job's status by reading `jobs.status` (its own compacted output) to its
+end, and keep following it; then consume `jobs.events` and `failover.decisions` in one
+consumer group, one transaction per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import CollectorRegistry
+
+from consumers.jobstatus.config import JobStatusSettings
+from consumers.jobstatus.logic import JobStatusProcessor, StatusTable
+from consumers.jobstatus.metrics import JobStatusMetrics
+from consumers.runtime.loop import LoopConfig, TransactionalLoop
+from consumers.runtime.records import InRecord
+from consumers.runtime.tail import TopicTail
+
+log = logging.getLogger(__name__)
+
+SYNC_TIMEOUT_S = 60.0
+
+
+async def run_job_status(
+    settings: JobStatusSettings, stop: asyncio.Event, *, registry: CollectorRegistry | None = None
+) -> None:
+    """Run the job status service until `stop` is set (or the task is cancelled)."""
+    common, names = settings.common, settings.common.names
+    metrics = JobStatusMetrics.create(registry)
+    table = StatusTable()
+
+    def table_error(rec: InRecord, exc: Exception) -> None:
+        metrics.loop.table_errors.labels(topic="jobs.status").inc()
+
+    tail = TopicTail(
+        common.bootstrap,
+        [names.jobs_status],
+        table.apply_record,
+        name=f"{common.group_id}-table",
+        on_error=table_error,
+    )
+    processor = JobStatusProcessor(
+        names,
+        table,
+        metrics,
+        history_max=settings.history_max,
+        sync=lambda: tail.sync(SYNC_TIMEOUT_S),
+    )
+    async with tail:
+        await tail.sync(SYNC_TIMEOUT_S)
+        log.info("job status service %s: %d jobs known", common.group_id, len(table))
+        loop_cfg = LoopConfig(
+            bootstrap=common.bootstrap,
+            group_id=common.group_id,
+            transactional_id=common.transactional_id,
+            topics=(names.jobs_events, names.failover_decisions),
+            names=names,
+        )
+        await TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)

@@ -1,0 +1,36 @@
+"""Job status service settings: flags, then `GPUFAILOVER_JOB_STATUS_*` env vars, then defaults."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from consumers.runtime.config import CommonSettings, add_common_arguments, flag
+from gpufailover import settings as env
+
+SERVICE = "job-status"
+_E = "GPUFAILOVER_JOB_STATUS_"
+
+
+@dataclass(frozen=True)
+class JobStatusSettings:
+    common: CommonSettings
+    history_max: int = 50  # steps kept per job
+
+    @staticmethod
+    def from_env_and_args(args: argparse.Namespace | None = None) -> JobStatusSettings:
+        history_max = flag(args, "history_max", env.env_int(f"{_E}HISTORY_MAX", 50))
+        if history_max < 1:
+            raise SystemExit(f"history max must be >= 1, got {history_max}")
+        return JobStatusSettings(
+            common=CommonSettings.from_env_and_args(SERVICE, args), history_max=history_max
+        )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser, SERVICE)
+    parser.add_argument(
+        "--history-max",
+        type=int,
+        help=f"status steps kept per job (env {_E}HISTORY_MAX, default 50)",
+    )

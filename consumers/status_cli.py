@@ -1,0 +1,57 @@
+"""`gpufailover status JOB` (a job's timeline) and `gpufailover job-status` (the service)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from consumers.cli_common import add_target_arguments, target
+from consumers.jobstatus.config import add_arguments
+
+
+def register(subparsers: Any) -> None:
+    status = subparsers.add_parser(
+        "status", help="print a job's status timeline (from jobs.status)"
+    )
+    status.add_argument("job_id", help="the job")
+    status.add_argument("--json", action="store_true", help="print the jobs.status record")
+    add_target_arguments(status)
+    status.set_defaults(func=cmd_status)
+    service = subparsers.add_parser(
+        "job-status",
+        help="run the job status service (jobs.events + decisions -> jobs.status)",
+        description="Run the job status service until SIGINT/SIGTERM.",
+    )
+    add_arguments(service)
+    service.set_defaults(func=cmd_run)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from consumers.jobstatus.timeline import fetch_status, render
+    from schemas.codec import dumps
+
+    bootstrap, names = target(args)
+    status = asyncio.run(fetch_status(bootstrap, names.jobs_status, args.job_id))
+    if status is None:
+        print(
+            f"gpufailover status: unknown job {args.job_id!r} (no record on {names.jobs_status})",
+            file=sys.stderr,
+        )
+        return 1
+    print(dumps(status.to_dict()).decode() if args.json else render(status))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from consumers.jobstatus.app import run_job_status
+    from consumers.jobstatus.config import JobStatusSettings
+    from consumers.runtime.service import run_standalone
+
+    settings = JobStatusSettings.from_env_and_args(args)
+
+    async def main(stop: asyncio.Event, registry: Any) -> None:
+        await run_job_status(settings, stop, registry=registry)
+
+    return run_standalone("job-status", main, settings.common.metrics_port)
