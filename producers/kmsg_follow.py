@@ -37,8 +37,19 @@ def follow_file(
     ready: threading.Event | None = None,
 ) -> Iterator[str]:
     """`tail -F`: follows appends, reopens on rotation or truncation, waits for the file to
-    appear. `ready` is set once the file is open and positioned."""
+    appear (a file missing now is read whole when it appears). `ready` is set once the file is
+    open and positioned."""
     path = Path(path)
+    return _follow_file(path, stop, from_start or not path.exists(), poll_s, ready)
+
+
+def _follow_file(
+    path: Path,
+    stop: threading.Event,
+    from_start: bool,
+    poll_s: float,
+    ready: threading.Event | None,
+) -> Iterator[str]:
     f: IO[bytes] | None = None
     partial = b""
     try:
@@ -95,9 +106,10 @@ def follow_kmsg(
     *,
     from_start: bool = False,
     poll_s: float = POLL_S,
+    ready: threading.Event | None = None,
 ) -> Iterator[str]:
     """/dev/kmsg records (`pri,seq,usec,flags;text`), first line of each; continuation lines
-    (starting with a space) are dropped."""
+    (starting with a space) are dropped. `ready` is set once the device is open and positioned."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
@@ -107,6 +119,8 @@ def follow_kmsg(
     try:
         if not from_start:
             os.lseek(fd, 0, os.SEEK_END)
+        if ready is not None:
+            ready.set()
         pending = b""
         while not stop.is_set():
             readable, _, _ = select.select([fd], [], [], poll_s)
