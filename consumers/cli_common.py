@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import logging
 import os
 
 from deploy.topics import TopicNames
@@ -20,12 +21,16 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prefix",
+        "--topic-prefix",
+        dest="prefix",
         default=argparse.SUPPRESS,
         help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)",
     )
 
 
 def target(args: argparse.Namespace) -> tuple[str, TopicNames]:
+    """Where an operator command goes; also quiets aiokafka's INFO chatter for it."""
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
     bootstrap = getattr(args, "bootstrap", None) or env.default_bootstrap()
     prefix = getattr(args, "prefix", None)
     if prefix is None:

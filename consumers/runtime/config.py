@@ -66,7 +66,12 @@ def add_common_arguments(parser: argparse.ArgumentParser, service: str) -> None:
         help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, else the broker "
         "from `gpufailover broker start`, else 127.0.0.1:9092)",
     )
-    parser.add_argument("--prefix", help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)")
+    parser.add_argument(
+        "--prefix",
+        "--topic-prefix",
+        dest="prefix",
+        help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)",
+    )
     parser.add_argument(
         "--group-id",
         help=f"consumer group (env GPUFAILOVER_{upper}_GROUP, default "

@@ -94,7 +94,11 @@ class _Listener:
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         log.info("partitions assigned: %s", sorted(str(tp) for tp in assigned))
-        await self._processor.on_assigned()
+        try:
+            await self._processor.on_assigned()
+        except Exception:
+            # Processing goes on from the state as read so far; the tails keep following.
+            log.exception("could not bring state up to date on assignment")
 
 
 class TransactionalLoop:
