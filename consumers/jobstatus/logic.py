@@ -71,9 +71,7 @@ class JobStatusProcessor:
         self.metrics.jobs.set(len(self.table))
 
     def handle(self, rec: InRecord) -> list[Output]:
-        if rec.value is None:
-            raise SchemaError("value", "a null value (tombstone) is not a valid record here")
-        value = loads(rec.value)
+        value = rec.json()
         if rec.topic == self.names.jobs_events:
             event = JobEvent.from_dict(value)
             return self._update(event.job_id, step_for_event(event), event.type)

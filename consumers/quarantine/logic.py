@@ -21,7 +21,6 @@ from consumers.quarantine.table import QUARANTINED, RELEASED, QuarantineTable
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
 from deploy.topics import TopicNames
-from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -84,7 +83,7 @@ class QuarantineProcessor:
     def handle(self, rec: InRecord) -> list[Output]:
         if rec.topic == self.names.failover_alerts:
             return self._on_alert(rec)
-        value = _json(rec)
+        value = rec.json()
         if rec.topic == self.names.quarantine_requests:
             request = QuarantineRecord.from_dict(value)
             if request.state != QUARANTINED:
@@ -184,7 +183,7 @@ class QuarantineProcessor:
     def _on_alert(self, rec: InRecord) -> list[Output]:
         if rec.key_str() != alerts.RESET_KEY:
             return []  # not addressed to this service
-        value = _json(rec)
+        value = rec.json()
         if not isinstance(value, dict) or value.get("kind") != alerts.KIND_RESET:
             return []  # e.g. a dead letter of a bad reset command: already reported
         command = alerts.ResetCommand.from_dict(value)
@@ -262,9 +261,3 @@ class QuarantineProcessor:
         in_window = breaker.count_in_window(self.cfg, self.breaker, self.watermark, times)
         self.metrics.window_nodes.set(in_window)
         self.metrics.fleet_nodes.set(breaker.known_fleet(self.cfg, len(self._fleet())))
-
-
-def _json(rec: InRecord) -> Any:
-    if rec.value is None:
-        raise SchemaError("value", "a null value (tombstone) is not a valid record here")
-    return loads(rec.value)

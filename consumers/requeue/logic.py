@@ -18,7 +18,6 @@ from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
 from deploy.topics import TopicNames
-from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 
@@ -112,9 +111,7 @@ class RequeueProcessor:
     def handle(self, rec: InRecord) -> list[Output]:
         if rec.topic != self.names.failover_decisions:
             raise SchemaError("topic", f"not an input of the requeue service: {rec.topic!r}")
-        if rec.value is None:
-            raise SchemaError("value", "a null value (tombstone) is not a decision")
-        d = Decision.from_dict(loads(rec.value))
+        d = Decision.from_dict(rec.json())
         if d.action not in REQUEUE_ACTIONS:
             self._count(lambda: self.metrics.skipped.labels(action=d.action).inc())
             return []

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from deploy.topics import TopicNames
-from schemas.codec import dumps
+from schemas.codec import dumps, loads
+from schemas.errors import SchemaError
 
 DEAD_LETTER_KIND = "dead-letter"
 
@@ -41,6 +42,12 @@ class InRecord:
 
     def key_str(self) -> str | None:
         return None if self.key is None else self.key.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The parsed value; SchemaError if it is not JSON or is a tombstone (null value)."""
+        if self.value is None:
+            raise SchemaError("value", "a null value (tombstone) is not a valid record here")
+        return loads(self.value)
 
 
 @dataclass(frozen=True, slots=True)

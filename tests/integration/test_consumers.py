@@ -428,3 +428,22 @@ async def test_job_status_follows_the_failover_flow_and_status_prints_it(
     assert out.startswith("job job-1: Running (attempt 1)") and "[hardware.failover]" in out
     assert await cli("status", "nope", "--bootstrap", b, "--prefix", n.prefix) == 1
     assert "unknown job 'nope'" in capsys.readouterr().err
+
+
+async def test_services_shut_down_cleanly_when_cancelled(
+    kafka_bootstrap: str, topic_names: TopicNames
+) -> None:
+    b, n = kafka_bootstrap, topic_names
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(quarantine(b, n, LogActuator())(stop)),
+        asyncio.create_task(requeue(b, n)(stop)),
+        asyncio.create_task(job_status(b, n)(stop)),
+    ]
+    await produce(b, [(n.failover_decisions, "job-1", decision("job-1"))])
+    await wait_for(b, n.jobs_requeue, lambda got: len(got) == 1)
+    await wait_consumed(b, f"{n.prefix}job-status", n.failover_decisions)
+    for task in tasks:
+        task.cancel()
+    results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), DEADLINE_S)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
