@@ -264,11 +264,13 @@ class NvmlSource:
                     log.warning("NVML event wait: %s; sampling now to find the lost GPU", exc)
                     self.request_sample()
                     lost_reported = True
-                self._stop.wait(1.0)  # the set keeps failing while the GPU is lost
+                self._stop.wait(
+                    self.wait_timeout_ms / 1000.0
+                )  # it fails again until the GPU is back
                 continue
             except NvmlError as exc:
                 log.warning("NVML event wait failed: %s", exc)
-                self._stop.wait(1.0)
+                self._stop.wait(self.wait_timeout_ms / 1000.0)
                 continue
             lost_reported = False
             if event is not None:

@@ -147,6 +147,10 @@ class BufferedPublisher:
             with contextlib.suppress(KafkaError, OSError):
                 await producer.stop()
             return None
+        except BaseException:  # cancelled (drain time is up): release the half-started client
+            with contextlib.suppress(KafkaError, OSError):
+                await producer.stop()
+            raise
         log.info("connected to the broker")
         self.connected.set()
         return producer

@@ -50,6 +50,7 @@ class TelemetryClient:
         queue_size: int = 10_000,
         batch_size: int = 500,
         backoff_s: tuple[float, float] = (0.5, 10.0),
+        close_timeout_s: float = 10.0,
         producer_options: dict[str, Any] | None = None,
     ) -> None:
         from gpufailover.settings import default_bootstrap
@@ -68,6 +69,7 @@ class TelemetryClient:
         self.queue_size = queue_size
         self.batch_size = batch_size
         self.backoff_min, self.backoff_max = backoff_s
+        self.close_timeout_s = close_timeout_s
         self.producer_options: dict[str, Any] = {"linger_ms": 100, "request_timeout_ms": 15_000}
         self.producer_options.update(producer_options or {})
         self.sent = 0  # acknowledged by the broker
@@ -164,10 +166,12 @@ class TelemetryClient:
             log.warning("%s (further ones are only counted)", message)
 
     # -- closing ----------------------------------------------------------------------------
-    def close(self, timeout: float = 10.0) -> None:
-        """Send what is queued (waiting at most `timeout` seconds), then stop. Idempotent."""
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is queued (waiting at most `timeout`, default `close_timeout_s` seconds),
+        then stop. Idempotent; also runs at interpreter exit."""
         if self._closing and not self._thread.is_alive():
             return
+        timeout = self.close_timeout_s if timeout is None else timeout
         self._closing = True
         atexit.unregister(self.close)
         self._notify()
@@ -262,6 +266,9 @@ class TelemetryClient:
                 log.warning("telemetry: bus unreachable at %s (%r); queueing", self.bootstrap, exc)
             await _stop_quietly(producer)
             return None
+        except BaseException:  # cancelled by close(): release the half-started client
+            await _stop_quietly(producer)
+            raise
         self.connected.set()
         return producer
 
