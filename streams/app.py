@@ -68,9 +68,7 @@ def build_app(settings: ClassifierSettings) -> faust.App:
     }
 
     def table(name: str) -> Any:
-        schema: Any = faust.Schema(
-            key_type=str, value_type=bytes, key_serializer="json", value_serializer="raw"
-        )
+        schema: Any = faust.Schema(key_type=str, key_serializer="json", value_serializer="json")
         return app.Table(name, default=None, schema=schema, partitions=settings.partitions)
 
     node_glue = NodeGlue(

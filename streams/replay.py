@@ -88,16 +88,21 @@ class Replayer:
         self.stats = ReplayStats()
 
     def run(self, lines: Iterable[bytes]) -> Iterator[bytes]:
+        stats, one = self.stats, self._one
         for lineno, raw in enumerate(lines, start=1):
-            if not raw.strip():
+            if not raw or raw.isspace():
                 continue
-            self.stats.records += 1
-            yield from self._one(raw, lineno)
+            stats.records += 1
+            out = one(raw, lineno)
+            if out:
+                yield from out
         yield from self._emit(self.pipeline.finish())
-        self.stats.unknown_xids = self.pipeline.node_side.unknown_xids
-        self.stats.duplicate_terminations = self.pipeline.job_side.duplicates
+        stats.unknown_xids = self.pipeline.node_side.unknown_xids
+        stats.duplicate_terminations = self.pipeline.job_side.duplicates
 
-    def _one(self, raw: bytes, lineno: int) -> Iterator[bytes]:
+    def _one(self, raw: bytes, lineno: int) -> list[bytes]:
+        """The output lines for one input line (usually none): a list, not a generator, as this
+        runs once per record."""
         topic: str | None = None
         try:
             envelope = orjson.loads(raw)
@@ -110,11 +115,11 @@ class Replayer:
             if decoder is None:
                 if topic_v in OUTPUT_TOPICS or topic_v.endswith(".dlq"):
                     self.stats.skipped += 1
-                    return
+                    return []
                 if topic_v == QUARANTINE_TOPIC:
                     topic = topic_v
                     self._quarantine_input(envelope.get("value"))
-                    return
+                    return []
                 raise SchemaError("topic", f"unknown topic {topic_v!r}")
             topic = topic_v
             record = decoder(envelope.get("value"))
@@ -124,9 +129,9 @@ class Replayer:
             )
             dlq, line = dead_letter(topic, raw, reason, lineno)
             self.stats.dead_letters[dlq] += 1
-            yield line
-            return
-        yield from self._emit(self.pipeline.feed(record))
+            return [line]
+        outputs = self.pipeline.feed(record)
+        return list(self._emit(outputs)) if outputs else []
 
     def _quarantine_input(self, value: Any) -> None:
         """A released node in the dump (operator or repair) may be quarantined again later."""

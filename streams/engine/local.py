@@ -36,7 +36,8 @@ class LocalPipeline:
             first: list[_Message] = list(self.job_side.on_job_event(record))
             out = self._route(first)
             return out + self._route(list(self.node_side.advance(record.ts_ms)))
-        return self._route(list(self.node_side.on_signal(record)))
+        signal_out = self.node_side.on_signal(record)
+        return self._route(signal_out) if signal_out else []
 
     def release(self, node: str) -> None:
         self.node_side.on_release(node)

@@ -1,0 +1,179 @@
+"""Test helpers for the real broker: produce, wait for records, run a service as a process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+
+@dataclass(frozen=True)
+class Rec:
+    topic: str
+    key: str | None
+    value: Any
+    partition: int = -1
+    offset: int = -1
+
+
+async def produce(
+    bootstrap: str, records: Iterable[tuple[str, str | None, Any]], partition: int | None = None
+) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        for topic, key, value in records:
+            raw = value if isinstance(value, bytes) else orjson.dumps(value)
+            await producer.send(
+                topic, raw, key=key.encode() if key is not None else None, partition=partition
+            )
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def wait_for(
+    bootstrap: str,
+    topics: Sequence[str],
+    done: Callable[[list[Rec]], bool],
+    timeout_s: float = 60.0,
+    settle_s: float = 0.0,
+) -> list[Rec]:
+    """Read `topics` from the start until `done(records)` holds; then keep reading `settle_s`
+    more seconds (to catch duplicates); fail with what was seen on timeout."""
+    consumer = AIOKafkaConsumer(
+        *topics, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    await consumer.start()
+    seen: list[Rec] = []
+    deadline = time.monotonic() + timeout_s
+    settle_until: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if settle_until is not None and now >= settle_until:
+                return seen
+            if settle_until is None and done(seen):
+                if settle_s <= 0:
+                    return seen
+                settle_until = now + settle_s
+                continue
+            if now > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout_s}s; saw {len(seen)} records: "
+                    + "\n".join(repr(r) for r in seen[-20:])
+                )
+            batch = await consumer.getmany(timeout_ms=200)
+            for tp, messages in batch.items():
+                for m in messages:
+                    value = orjson.loads(m.value) if m.value else None
+                    seen.append(
+                        Rec(
+                            tp.topic,
+                            m.key.decode() if m.key else None,
+                            value,
+                            tp.partition,
+                            m.offset,
+                        )
+                    )
+    finally:
+        await consumer.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Service:
+    """A `gpufailover <command>` child process with its log in a file."""
+
+    def __init__(self, args: Sequence[str], log_path: Path, env: dict[str, str]) -> None:
+        self.args = list(args)
+        self.log_path = log_path
+        self.env = {**os.environ, **env}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Service:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gpufailover", *self.args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(
+                    f"{self.args[0]} ignored SIGTERM:\n{self.log_tail()}"
+                ) from None
+        return self.proc.returncode
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> Service:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def classifier(
+    bootstrap: str,
+    prefix: str,
+    partitions: int,
+    tmp: Path,
+    policy: Path | None = None,
+    idle_after_s: float = 0.5,
+) -> Service:
+    args = [
+        "classifier",
+        "--bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--partitions",
+        str(partitions),
+        "--web-port",
+        str(free_port()),
+        "--idle-after",
+        str(idle_after_s),
+        "--tick-interval",
+        "0.2",
+    ]
+    if policy is not None:
+        args += ["--policy", str(policy)]
+    return Service(args, tmp / f"classifier-{time.monotonic_ns()}.log", {})
+
+
+def short_grace_policy(tmp: Path, grace_s: int = 3) -> Path:
+    """The shipped policy with a short grace, so non-hardware decisions close in seconds."""
+    shipped = Path(__file__).resolve().parents[2] / "streams" / "data" / "policy.json"
+    data = orjson.loads(shipped.read_bytes())
+    data["grace_s"] = grace_s
+    path = tmp / "policy.json"
+    path.write_bytes(orjson.dumps(data))
+    return path
