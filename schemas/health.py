@@ -29,6 +29,38 @@ class GpuHealth:
 
     @staticmethod
     def from_dict(value: Any) -> GpuHealth:
+        # Fast path, inlined for the hot loop: it accepts only records the checked path below
+        # accepts, and builds the same value; anything else goes through the checked path.
+        if type(value) is dict:
+            get = value.get
+            node, ts, cond = get("node"), get("ts_ms"), get("condition")
+            gpu, sev, detail, metrics = (
+                get("gpu_index"),
+                get("severity"),
+                get("detail"),
+                get("metrics"),
+            )
+            uuid, pci, version = get("gpu_uuid"), get("pci_bus_id"), get("schema_version")
+            if (
+                type(node) is str
+                and node
+                and type(ts) is int
+                and type(cond) is str
+                and cond in CONDITIONS
+                and (gpu is None or (type(gpu) is int and gpu >= 0))
+                and (sev is None or (type(sev) is str and sev in SEVERITIES))
+                and (detail is None or type(detail) is str)
+                and (metrics is None or type(metrics) is dict)
+                and (uuid is None or type(uuid) is str)
+                and (pci is None or type(pci) is str)
+                and (version is None or version == f.SCHEMA_VERSION)
+            ):
+                return GpuHealth(node, ts, cond, gpu, sev, detail, metrics, uuid, pci)
+        return GpuHealth.from_dict_checked(value)
+
+    @staticmethod
+    def from_dict_checked(value: Any) -> GpuHealth:
+        """Decode with a field-by-field check: the error names the first bad field."""
         d = f.as_object(value)
         f.check_version(d)
         return GpuHealth(

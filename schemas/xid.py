@@ -24,6 +24,38 @@ class GpuXid:
 
     @staticmethod
     def from_dict(value: Any) -> GpuXid:
+        # Fast path, inlined for the hot loop: it accepts only records the checked path below
+        # accepts, and builds the same value; anything else goes through the checked path.
+        if type(value) is dict:
+            get = value.get
+            node, code, ts, gpu = get("node"), get("xid"), get("ts_ms"), get("gpu_index")
+            uuid, pci, message, source = (
+                get("gpu_uuid"),
+                get("pci_bus_id"),
+                get("message"),
+                get("source"),
+            )
+            count, version = get("count"), get("schema_version")
+            if (
+                type(node) is str
+                and node
+                and type(code) is int
+                and code >= 0
+                and type(ts) is int
+                and (gpu is None or (type(gpu) is int and gpu >= 0))
+                and (uuid is None or type(uuid) is str)
+                and (pci is None or type(pci) is str)
+                and (message is None or type(message) is str)
+                and (source is None or (type(source) is str and source in XID_SOURCES))
+                and (count is None or (type(count) is int and count >= 1))
+                and (version is None or version == f.SCHEMA_VERSION)
+            ):
+                return GpuXid(node, code, ts, gpu, uuid, pci, message, source, count or 1)
+        return GpuXid.from_dict_checked(value)
+
+    @staticmethod
+    def from_dict_checked(value: Any) -> GpuXid:
+        """Decode with a field-by-field check: the error names the first bad field."""
         d = f.as_object(value)
         f.check_version(d)
         return GpuXid(
