@@ -4,6 +4,7 @@ the telemetry client, each read back from its topic."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -137,4 +138,46 @@ async def test_publish_cli_sends_a_job_event(kafka_bootstrap: str, topic_names: 
         ("gpu-01", "gpu-02"),
         137,
         "OOMKilled",
+    )
+
+
+def _doc_python_blocks() -> list[str]:
+    import re
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "producers.md"
+    return re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+
+
+async def test_the_documented_python_examples_publish(
+    kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> None:
+    jobs_example, telemetry_example = _doc_python_blocks()
+    env = {
+        **os.environ,
+        "GPUFAILOVER_BOOTSTRAP": kafka_bootstrap,
+        "GPUFAILOVER_TOPIC_PREFIX": topic_names.prefix,
+    }
+    for i, code in enumerate((jobs_example, telemetry_example)):
+        script = tmp_path / f"example_{i}.py"
+        script.write_text(code)
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(script)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+    (job,) = await wait_for(kafka_bootstrap, [topic_names.jobs_events], lambda r: len(r) >= 1)
+    assert JobEvent.from_dict(job.value).reason == "NCCLTimeout"
+    telemetry = await wait_for(
+        kafka_bootstrap, [topic_names.training_telemetry], lambda r: len(r) >= 1022
+    )
+    kinds = [TrainingTelemetry.from_dict(r.value).kind for r in telemetry]
+    assert (kinds.count("heartbeat"), kinds.count("throughput"), kinds.count("checkpoint")) == (
+        1000,
+        20,
+        2,
     )

@@ -134,3 +134,21 @@ def test_an_unreachable_broker_exits_1() -> None:
     result = publish(*OK, bootstrap=f"127.0.0.1:{port}")
     assert result.returncode == 1
     assert f"could not publish to 127.0.0.1:{port}" in result.stderr
+
+
+def test_the_documented_publish_commands_are_valid() -> None:
+    import re
+    import shlex
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "producers.md"
+    section = doc.read_text().split("## Job events", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block is not None
+    commands = block.group(1).replace("\\\n", " ").splitlines()
+    assert len(commands) >= 4
+    for line in commands:
+        argv = shlex.split(line, comments=True)
+        assert argv[:2] == ["gpufailover", "publish"], line
+        result = publish(*argv[2:], "--dry-run")
+        assert result.returncode == 0, (line, result.stderr)
