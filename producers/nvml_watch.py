@@ -168,6 +168,7 @@ class NvmlSource:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.samples = 0  # sampling rounds done (for tests and logs)
+        self._watch_error: BaseException | None = None
 
     def close(self) -> None:
         self._stop.set()
@@ -186,7 +187,7 @@ class NvmlSource:
         if not self.gpus:
             self.start()
         watcher = threading.Thread(
-            target=self._watch_xids, args=(sink,), name="nvml-xid-events", daemon=True
+            target=self._watch_guarded, args=(sink,), name="nvml-xid-events", daemon=True
         )
         watcher.start()
         try:
@@ -197,6 +198,8 @@ class NvmlSource:
         finally:
             self._stop.set()
             watcher.join(timeout=(self.wait_timeout_ms / 1000.0) + 5.0)
+        if self._watch_error is not None:
+            raise RuntimeError("the NVML XID event thread failed") from self._watch_error
 
     def sample_once(self, sink: Sink) -> None:
         t = self.clock()
@@ -218,6 +221,14 @@ class NvmlSource:
         self.samples += 1
 
     # -- XID events ------------------------------------------------------------------------
+    def _watch_guarded(self, sink: Sink) -> None:
+        """A failure of the event thread stops the whole source (never a silent half-agent)."""
+        try:
+            self._watch_xids(sink)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by run()
+            self._watch_error = exc
+            self.close()
+
     def _watch_xids(self, sink: Sink) -> None:
         try:
             event_set = self.nvml.event_set_create()

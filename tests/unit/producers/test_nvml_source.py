@@ -225,3 +225,16 @@ def test_real_pynvml_error_objects_map_to_our_types(code: int, kind: type[NvmlEr
     with pytest.raises(kind) as info, _translated():
         raise pynvml.NVMLError(code)
     assert info.value.code == code
+
+
+def test_a_crash_of_the_event_thread_fails_the_source() -> None:
+    fake = FakeNvml(two_gpus())
+    fake.events.extend([xid(13, U0)])
+    source = NvmlSource(fake, "node-a", interval_s=3600, wait_timeout_ms=5)
+
+    def broken_sink(rec: Record) -> None:
+        if isinstance(rec, GpuXid):
+            raise ValueError("boom")
+
+    with pytest.raises(RuntimeError, match="XID event thread failed"):
+        source.run(broken_sink)
