@@ -59,6 +59,7 @@ class FakeNvml:
         self.freed = False
         self.registered: list[int] = []
         self.lock = threading.Lock()
+        self.sampled = threading.Event()  # a health metric was read
 
     # -- plumbing --------------------------------------------------------------------------
     def _gpu(self, handle: Any) -> FakeGpu:
@@ -70,6 +71,7 @@ class FakeNvml:
     def _value(self, handle: Any, name: str) -> Any:
         with self.lock:
             self.calls.append(name)
+            self.sampled.set()
             value = getattr(self._gpu(handle), name)
         if isinstance(value, BaseException):
             raise value

@@ -165,8 +165,8 @@ def test_a_gpu_without_xid_events_is_still_sampled() -> None:
     source = NvmlSource(fake, "node-a", interval_s=3600, wait_timeout_ms=5)
     with running(source):
         assert fake.events_done.wait(10)
+        assert fake.sampled.wait(10)
     assert fake.registered == [1]
-    assert source.samples >= 1
 
 
 def test_a_gpu_lost_before_the_agent_started() -> None:
