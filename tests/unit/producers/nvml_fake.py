@@ -63,7 +63,7 @@ class FakeNvml:
 
     # -- plumbing --------------------------------------------------------------------------
     def _gpu(self, handle: Any) -> FakeGpu:
-        gpu = self.gpus[handle]
+        gpu: FakeGpu = self.gpus[int(handle)]
         if gpu.lost:
             raise lost()
         return gpu
@@ -118,7 +118,8 @@ class FakeNvml:
             if callable(item):  # a scripted change of the world, e.g. a GPU falling off
                 item()
                 continue
-            return item  # type: ignore[no-any-return]
+            result: NvmlXidEvent | None = item
+            return result
 
     def event_set_free(self, event_set: Any) -> None:
         self.freed = True
