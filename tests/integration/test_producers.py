@@ -181,3 +181,41 @@ async def test_the_documented_python_examples_publish(
         20,
         2,
     )
+
+
+async def test_agent_and_publish_cli_feed_the_classifier_to_a_hardware_decision(
+    kafka_bootstrap: str, topic_names: TopicNames, topic_partitions: int, tmp_path: Path
+) -> None:
+    """XID 79 in a node's kernel log + the job's termination from the scheduler hook ->
+    the classifier fails the job over and names that node."""
+    from tests.integration.kafka_io import classifier, short_grace_policy
+
+    n = topic_names
+    log = tmp_path / "kern.log"
+    log.write_text(KERNEL_LOG)
+    agent = Service(
+        ["agent", "--source", f"file:{log}", "--from-start", "--node", "gpu-node-17",
+         "--bootstrap", kafka_bootstrap, "--topic-prefix", n.prefix],
+        tmp_path / "agent.log",
+        {},
+    )  # fmt: skip
+    with agent:
+        await wait_for(kafka_bootstrap, [n.gpu_xid], lambda r: len(r) >= 1)
+    publish = [
+        sys.executable, "-m", "gpufailover", "publish", "terminated", "--job-id", "llm-7b",
+        "--attempt", "0", "--nodes", "gpu-node-[16-17]", "--exit-code", "1",
+        "--bootstrap", kafka_bootstrap, "--topic-prefix", n.prefix,
+    ]  # fmt: skip
+    result = await asyncio.to_thread(
+        subprocess.run, publish, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    with classifier(
+        kafka_bootstrap, n.prefix, topic_partitions, tmp_path, short_grace_policy(tmp_path)
+    ):
+        (decision,) = await wait_for(
+            kafka_bootstrap, [n.failover_decisions], lambda r: len(r) >= 1, settle_s=1.0
+        )
+    d = decision.value
+    assert (decision.key, d["verdict"], d["action"]) == ("llm-7b", "hardware", "failover")
+    assert d["suspect_nodes"] == ["gpu-node-17"]
