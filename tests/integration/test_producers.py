@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from deploy.topics import TopicNames
 from producers.telemetry import TelemetryClient
 from schemas.jobs import JobEvent
@@ -184,12 +186,17 @@ async def test_the_documented_python_examples_publish(
 
 
 async def test_agent_and_publish_cli_feed_the_classifier_to_a_hardware_decision(
-    kafka_bootstrap: str, topic_names: TopicNames, topic_partitions: int, tmp_path: Path
+    kafka_bootstrap: str,
+    topic_names: TopicNames,
+    topic_partitions: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """XID 79 in a node's kernel log + the job's termination from the scheduler hook ->
     the classifier fails the job over and names that node."""
     from tests.integration.kafka_io import classifier, short_grace_policy
 
+    monkeypatch.chdir(tmp_path)  # the faust worker keeps its data dir in the working directory
     n = topic_names
     log = tmp_path / "kern.log"
     log.write_text(KERNEL_LOG)
