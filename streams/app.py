@@ -13,9 +13,11 @@ import logging
 from typing import Any
 
 import faust
+from faust.types import TP
 from mode.supervisors import CrashingSupervisor
 
 from deploy.topics import TopicNames
+from gpufailover.settings import state_dir
 from streams.config import ClassifierSettings
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
@@ -29,10 +31,14 @@ log = logging.getLogger("gpufailover.classifier")
 def build_app(settings: ClassifierSettings) -> faust.App:
     names = TopicNames(settings.topic_prefix)
     policy = load_policy(settings.policy or None)
+    datadir = state_dir() / "faust" / f"{settings.topic_prefix}{settings.app_id}"
+    datadir.parent.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         f"{settings.topic_prefix}{settings.app_id}",
         broker=f"kafka://{settings.bootstrap}",
         store="memory://",
+        # faust writes a data folder per app; keep it out of the working directory.
+        datadir=str(datadir),
         topic_partitions=settings.partitions,
         topic_replication_factor=1,
         topic_disable_leader=True,
@@ -71,12 +77,32 @@ def build_app(settings: ClassifierSettings) -> faust.App:
         schema: Any = faust.Schema(key_type=str, key_serializer="json", value_serializer="json")
         return app.Table(name, default=None, schema=schema, partitions=settings.partitions)
 
+    processed: dict[TP, int] = {}
+
+    def lagging(topic: str, partition: int) -> bool:
+        """Does this input partition hold records this worker has not processed yet?"""
+        tp = TP(topic, partition)
+        try:
+            highwater = app.consumer.highwater(tp)
+        except (KeyError, AssertionError, AttributeError):
+            return False  # not assigned here
+        if highwater is None:
+            return True  # not fetched yet: it may hold older records
+        last = processed.get(tp)
+        if last is None:
+            # Nothing processed in this process yet: compare with the committed position.
+            # (faust 0.15.3 keeps it in `_committed_offset`; pinned exactly in pyproject.)
+            committed = app.consumer._committed_offset.get(tp)  # type: ignore[attr-defined]
+            return bool(highwater > (committed or 0))
+        return bool(highwater > last + 1)
+
     node_glue = NodeGlue(
         policy,
         names,
         CodecTable(table("node-states"), NodeState.from_dict, NodeState.to_dict),
         CodecTable(table("clocks"), PartitionClock.from_dict, PartitionClock.to_dict),
         idle_after_ms=int(settings.idle_after_s * 1000),
+        lagging=lagging,
     )
     job_glue = JobGlue(
         policy, names, CodecTable(table("job-states"), JobState.from_dict, JobState.to_dict)
@@ -90,6 +116,7 @@ def build_app(settings: ClassifierSettings) -> faust.App:
     async def drive(stream: Any, glue: NodeGlue | JobGlue) -> None:
         async for event in stream.events():
             msg = event.message
+            processed[TP(msg.topic, msg.partition)] = msg.offset
             try:
                 results = glue.handle(msg.topic, msg.partition, msg.offset, msg.key, msg.value)
             except Exception as exc:

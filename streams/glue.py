@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
 import orjson
@@ -87,9 +87,16 @@ class NodeGlue:
         nodes: MutableMapping[str, NodeState],
         clocks: MutableMapping[str, PartitionClock],
         idle_after_ms: int,
+        lagging: Callable[[str, int], bool] = lambda topic, partition: False,
     ) -> None:
         self.policy = policy
         self.names = names
+        # The watermark waits for input topics that still have records to deliver: faust reads
+        # topics at uneven speeds, and a backfill must not close windows on gpu.health's time
+        # while gpu.xid is still behind (the min-over-inputs rule of stream processors).
+        self.lagging = lagging
+        self.sources = (names.gpu_xid, names.gpu_health, names.term_by_node)
+        self.source_max: dict[int, dict[str, int]] = {}
         self.nodes = nodes
         self.clocks = clocks
         self.idle_after_ms = idle_after_ms
@@ -104,7 +111,7 @@ class NodeGlue:
         side = self.sides.get(partition)
         if side is None:
             clock = self.clocks.get(f"p{partition}") or PartitionClock()
-            side = NodeSide(self.policy, self.nodes, clock)
+            side = NodeSide(self.policy, self.nodes, clock, follow_records=False)
             self.sides[partition] = side
             self.persisted[partition] = clock.watermark
         return side
@@ -123,8 +130,11 @@ class NodeGlue:
                     GpuXid.from_dict(data) if topic == names.gpu_xid else GpuHealth.from_dict(data)
                 )
                 outputs = side.on_signal(rec)
+                outputs += self._advance(side, partition, topic, rec.ts_ms)
             elif topic == names.term_by_node:
-                outputs = side.on_termination(NodeTermination.from_dict(data))
+                term = NodeTermination.from_dict(data)
+                outputs = side.on_termination(term)
+                outputs += self._advance(side, partition, topic, term.terminated_ts_ms)
             elif topic == names.nodes_quarantine:
                 q = QuarantineRecord.from_dict(data)
                 if q.state == "released":
@@ -138,6 +148,19 @@ class NodeGlue:
         self.last_record_wall[partition] = now_ms()
         self.watermark_at_record[partition] = side.clock.watermark
         return self._encode(outputs, partition, side)
+
+    def _advance(
+        self, side: NodeSide, partition: int, topic: str, ts_ms: int
+    ) -> list[NodeReport | QuarantineRequest]:
+        seen = self.source_max.setdefault(partition, {})
+        if ts_ms > seen.get(topic, ts_ms - 1):
+            seen[topic] = ts_ms
+        watermark: int | None = max(seen.values())
+        for source in self.sources:
+            if self.lagging(source, partition):
+                behind = seen.get(source)
+                watermark = None if behind is None or watermark is None else min(watermark, behind)
+        return [] if watermark is None else side.advance(watermark)
 
     def _idle_advance(self, side: NodeSide, partition: int) -> list[NodeReport | QuarantineRequest]:
         wall = now_ms()

@@ -74,8 +74,17 @@ class PartitionClock:
 
 class NodeSide:
     def __init__(
-        self, policy: Policy, nodes: MutableMapping[str, NodeState], clock: PartitionClock
+        self,
+        policy: Policy,
+        nodes: MutableMapping[str, NodeState],
+        clock: PartitionClock,
+        *,
+        follow_records: bool = True,
     ) -> None:
+        # follow_records: each record moves the watermark to its ts_ms (replay). The stream
+        # glue turns it off and calls `advance` itself with a watermark that also waits for
+        # lagging input topics.
+        self.follow_records = follow_records
         self.policy = policy
         self.nodes = nodes
         self.clock = clock
@@ -95,19 +104,19 @@ class NodeSide:
             elif cls != "ignore":
                 item = Evidence(rec.node, rec.gpu_index, "xid", rec.xid, rec.ts_ms, cls, rec.count)
                 out = self._store(item)
-                out.extend(self.advance(rec.ts_ms))
+                out.extend(self._follow(rec.ts_ms))
                 return out
         else:
             cls = self._condition_class.get(rec.condition, "ignore")
             if cls != "ignore":
                 item = Evidence(rec.node, rec.gpu_index, "health", rec.condition, rec.ts_ms, cls)
                 out = self._store(item)
-                out.extend(self.advance(rec.ts_ms))
+                out.extend(self._follow(rec.ts_ms))
                 return out
         wm = self.clock.watermark
         if wm is not None and rec.ts_ms <= wm:
             return []
-        return self.advance(rec.ts_ms)
+        return self._follow(rec.ts_ms)
 
     def on_termination(self, msg: NodeTermination) -> list[NodeOutput]:
         """Answer a job's termination with this node's evidence in its window."""
@@ -121,7 +130,7 @@ class NodeSide:
             heapq.heappush(self.clock.closing, (end, msg.node, msg.job_id, msg.attempt))
             self.nodes[msg.node] = state
         report = NodeReport(msg.job_id, msg.attempt, msg.node, items, initial=True, closed=closed)
-        return [report, *self.advance(msg.terminated_ts_ms)]
+        return [report, *self._follow(msg.terminated_ts_ms)]
 
     def on_release(self, node: str) -> None:
         """The node left quarantine (operator or repair): a new fault quarantines it again."""
@@ -129,6 +138,9 @@ class NodeSide:
         if state is not None and state.quarantined:
             state.quarantined = False
             self._put(node, state)
+
+    def _follow(self, ts_ms: int) -> list[NodeOutput]:
+        return self.advance(ts_ms) if self.follow_records else []
 
     def advance(self, ts_ms: int) -> list[NodeOutput]:
         """Move the watermark to `ts_ms` if later, closing the windows it passes."""
