@@ -62,7 +62,7 @@ _DECLARED: tuple[TopicSpec, ...] = (
     TopicSpec("gpu.health", Key.NODE, 3 * _DAY_MS, "GPU health samples", dlq=True),
     TopicSpec("jobs.events", Key.JOB_ID, 7 * _DAY_MS, "job lifecycle events", dlq=True),
     TopicSpec("training.telemetry", Key.JOB_ID, 3 * _DAY_MS, "training progress", dlq=True),
-    TopicSpec("failover.decisions", Key.JOB_ID, 30 * _DAY_MS, "classified job failures"),
+    TopicSpec("failover.decisions", Key.JOB_ID, 30 * _DAY_MS, "classified job failures", dlq=True),
     TopicSpec("nodes.quarantine", Key.NODE, None, "current quarantine per node", dlq=True),
     TopicSpec("jobs.requeue", Key.JOB_ID, 7 * _DAY_MS, "requeue requests"),
     TopicSpec("jobs.status", Key.JOB_ID, None, "latest failover status per job"),
@@ -74,7 +74,12 @@ _DECLARED: tuple[TopicSpec, ...] = (
         "failover.node-evidence", Key.JOB_ID, _DAY_MS, "node evidence re-keyed", internal=True
     ),
     TopicSpec(
-        "failover.quarantine-requests", Key.NODE, 7 * _DAY_MS, "quarantine asks", internal=True
+        "failover.quarantine-requests",
+        Key.NODE,
+        7 * _DAY_MS,
+        "quarantine asks",
+        dlq=True,
+        internal=True,
     ),
     TopicSpec("failover.ticks", Key.NONE, _HOUR_MS, "clock ticks driving expiry", internal=True),
 )

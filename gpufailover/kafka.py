@@ -22,8 +22,9 @@ def make_producer(bootstrap: str, client_id: str, **overrides: Any) -> AIOKafkaP
     return AIOKafkaProducer(**options)
 
 
-def make_consumer(bootstrap: str, group_id: str | None, *topics: str,
-                  **overrides: Any) -> AIOKafkaConsumer:
+def make_consumer(
+    bootstrap: str, group_id: str | None, *topics: str, **overrides: Any
+) -> AIOKafkaConsumer:
     options: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
         "group_id": group_id,

@@ -12,7 +12,9 @@ from deploy.topics import (
     default_prefix,
 )
 
-INPUTS = {"gpu.xid", "gpu.health", "jobs.events", "training.telemetry", "nodes.quarantine"}
+INPUTS = {"gpu.xid", "gpu.health", "jobs.events", "training.telemetry", "nodes.quarantine",
+          # read by the consumers: their bad records need a dead-letter topic too
+          "failover.decisions", "failover.quarantine-requests"}  # fmt: skip
 
 
 def test_every_required_topic_is_declared_once() -> None:
@@ -49,7 +51,7 @@ def test_names_are_prefixed_and_dlqs_map_from_inputs() -> None:
     assert {names.logical(n) for n in names.all()} == set(SPECS)
     assert all(n.startswith("t-abc.") for n in names.all())
     with pytest.raises(KeyError):
-        names.dlq(names.failover_decisions)  # an output: no DLQ
+        names.dlq(names.jobs_requeue)  # an output nobody here reads: no DLQ
     with pytest.raises(KeyError):
         names.name("gpu.typo")
     with pytest.raises(KeyError):
