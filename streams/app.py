@@ -13,8 +13,10 @@ import logging
 from typing import Any
 
 import faust
+import orjson
 from faust.types import TP
 from mode.supervisors import CrashingSupervisor
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from deploy.topics import TopicNames
 from gpufailover.settings import state_dir
@@ -22,14 +24,16 @@ from streams.config import ClassifierSettings
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
 from streams.glue import JobGlue, NodeGlue, Out, dead_letter
+from streams.metrics import ClassifierMetrics
 from streams.policy import load_policy
 from streams.tables import CodecTable
 
 log = logging.getLogger("gpufailover.classifier")
 
 
-def build_app(settings: ClassifierSettings) -> faust.App:
+def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = None) -> faust.App:
     names = TopicNames(settings.topic_prefix)
+    metrics = ClassifierMetrics() if metrics is None else metrics
     policy = load_policy(settings.policy or None)
     datadir = state_dir() / "faust" / f"{settings.topic_prefix}{settings.app_id}"
     datadir.parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +100,36 @@ def build_app(settings: ClassifierSettings) -> faust.App:
             return bool(highwater > (committed or 0))
         return bool(highwater > last + 1)
 
+    def logical(real: str) -> str:
+        try:
+            return names.logical(real)
+        except KeyError:
+            return real
+
+    def lag() -> list[tuple[str, int, int]]:
+        """(logical topic, partition, high water - next offset) of each assigned input."""
+        rows: list[tuple[str, int, int]] = []
+        try:
+            assigned = app.consumer.assignment()
+        except (AttributeError, AssertionError):
+            return rows  # consumer not started
+        for tp in assigned:
+            if tp.topic not in inputs:
+                continue  # changelogs
+            highwater = app.consumer.highwater(tp)
+            if highwater is None:
+                continue  # not fetched yet
+            last = processed.get(tp)
+            if last is None:
+                committed = app.consumer._committed_offset.get(tp)  # type: ignore[attr-defined]
+                position = committed or 0
+            else:
+                position = last + 1
+            rows.append((logical(tp.topic), tp.partition, max(0, int(highwater) - position)))
+        return rows
+
+    metrics.lag_from(lag)
+
     node_glue = NodeGlue(
         policy,
         names,
@@ -103,6 +137,7 @@ def build_app(settings: ClassifierSettings) -> faust.App:
         CodecTable(table("clocks"), PartitionClock.from_dict, PartitionClock.to_dict),
         idle_after_ms=int(settings.idle_after_s * 1000),
         lagging=lagging,
+        metrics=metrics,
     )
     job_glue = JobGlue(
         policy, names, CodecTable(table("job-states"), JobState.from_dict, JobState.to_dict)
@@ -112,8 +147,10 @@ def build_app(settings: ClassifierSettings) -> faust.App:
         target = outputs.get(out.topic) or topic(out.topic)
         outputs[out.topic] = target
         await target.send(key=out.key, value=out.value, partition=out.partition)
+        metrics.sent(logical(out.topic))
 
     async def drive(stream: Any, glue: NodeGlue | JobGlue) -> None:
+        agent = "node" if isinstance(glue, NodeGlue) else "job"
         async for event in stream.events():
             msg = event.message
             processed[TP(msg.topic, msg.partition)] = msg.offset
@@ -134,11 +171,34 @@ def build_app(settings: ClassifierSettings) -> faust.App:
                 results = [bad] if bad else []
             for out in results:
                 await send(out)
+                if out.decision is not None:
+                    metrics.decision(out.decision)
+                elif out.topic in dlqs:
+                    metrics.dead_letter(logical(msg.topic), _error_kind(out.value))
+            if isinstance(glue, NodeGlue) and msg.partition in glue.sides:
+                metrics.watermark_at(msg.partition, glue.sides[msg.partition].clock.watermark)
+            metrics.record(logical(msg.topic), agent)
 
     node_channel = topic(
         names.gpu_xid, names.gpu_health, names.term_by_node, names.nodes_quarantine, names.ticks
     )
     job_channel = topic(names.jobs_events, names.node_evidence)
+    inputs = {
+        names.gpu_xid,
+        names.gpu_health,
+        names.term_by_node,
+        names.nodes_quarantine,
+        names.ticks,
+        names.jobs_events,
+        names.node_evidence,
+    }
+    dlqs = {names.dlq(real) for real in inputs if names.spec(real).dlq}
+
+    @app.page("/metrics")
+    async def metrics_page(view: Any, request: Any) -> Any:
+        # prometheus-client's exposition of our registry on the worker's web server.
+        body = generate_latest(metrics.registry)
+        return view.bytes(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     @app.agent(node_channel, name="node-evidence", concurrency=1)
     async def node_agent(stream: Any) -> None:
@@ -155,3 +215,12 @@ def build_app(settings: ClassifierSettings) -> faust.App:
             await outputs[names.ticks].send(key=None, value=b"{}", partition=partition)
 
     return app
+
+
+def _error_kind(dlq_value: bytes) -> str:
+    """The `error_kind` of a dead letter (our own record: see `streams.glue.dead_letter`)."""
+    try:
+        kind = orjson.loads(dlq_value).get("error_kind")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "unknown"
+    return str(kind)

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -25,6 +26,9 @@ from streams.engine.job_side import JobSide, JobState
 from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import Policy
+
+if TYPE_CHECKING:
+    from streams.metrics import ClassifierMetrics
 
 log = logging.getLogger("gpufailover.classifier")
 CLOCK_PERSIST_EVERY_MS = 1000
@@ -88,8 +92,10 @@ class NodeGlue:
         clocks: MutableMapping[str, PartitionClock],
         idle_after_ms: int,
         lagging: Callable[[str, int], bool] = lambda topic, partition: False,
+        metrics: ClassifierMetrics | None = None,
     ) -> None:
         self.policy = policy
+        self.metrics = metrics
         self.names = names
         # The watermark waits for input topics that still have records to deliver: faust reads
         # topics at uneven speeds, and a backfill must not close windows on gpu.health's time
@@ -129,6 +135,11 @@ class NodeGlue:
                 rec = (
                     GpuXid.from_dict(data) if topic == names.gpu_xid else GpuHealth.from_dict(data)
                 )
+                if self.metrics is not None:
+                    if isinstance(rec, GpuXid):
+                        self.metrics.xid(rec.xid)
+                    else:
+                        self.metrics.health(rec.condition)
                 outputs = side.on_signal(rec)
                 outputs += self._advance(side, partition, topic, rec.ts_ms)
             elif topic == names.term_by_node:
