@@ -10,14 +10,16 @@ import orjson
 from schemas.errors import SchemaError
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
+from schemas.telemetry import TrainingTelemetry
 from schemas.xid import GpuXid
 
-InputRecord = GpuXid | GpuHealth | JobEvent
+InputRecord = GpuXid | GpuHealth | JobEvent | TrainingTelemetry
 
 DECODERS: dict[str, Callable[[Any], InputRecord]] = {
     "gpu.xid": GpuXid.from_dict,
     "gpu.health": GpuHealth.from_dict,
     "jobs.events": JobEvent.from_dict,
+    "training.telemetry": TrainingTelemetry.from_dict,
 }
 
 

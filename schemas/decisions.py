@@ -82,6 +82,9 @@ class Decision:
     rule: str
     terminated_ts_ms: int
     decided_ts_ms: int
+    # The job's last checkpoint from its training telemetry ({step, uri, ts_ms, attempt}), so a
+    # requeue resumes from it; None when the job reported none.
+    checkpoint: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +100,7 @@ class Decision:
             "rule": self.rule,
             "terminated_ts_ms": self.terminated_ts_ms,
             "decided_ts_ms": self.decided_ts_ms,
+            "checkpoint": self.checkpoint,
         }
 
     @staticmethod
@@ -121,4 +125,5 @@ class Decision:
             rule=f.req_str(d, "rule"),
             terminated_ts_ms=f.req_int(d, "terminated_ts_ms"),
             decided_ts_ms=f.req_int(d, "decided_ts_ms"),
+            checkpoint=f.opt_object(d, "checkpoint"),
         )

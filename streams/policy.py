@@ -41,6 +41,11 @@ class Policy:
     condition_class: MappingProxyType[str, str]
     reason_class: MappingProxyType[str, str]
     source: str
+    # Training telemetry (optional keys, defaults below): a running job silent this long hangs;
+    # a throughput sample under `straggler_ratio` x the job's recent level is a straggler.
+    hang_after_ms: int = 600_000
+    straggler_ratio: float = 0.5
+    straggler_min_samples: int = 5
 
     @property
     def retention_ms(self) -> int:
@@ -108,6 +113,19 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
     if not isinstance(raw_reasons, dict):
         raise PolicyError(f"{source}: reasons must be an object of reason -> class")
     reasons = {str(r): _class_of(f"{source}: reasons.{r}", c) for r, c in raw_reasons.items()}
+    hang_after_s = data.get("hang_after_s", 600)
+    if not isinstance(hang_after_s, int) or isinstance(hang_after_s, bool) or hang_after_s < 1:
+        raise PolicyError(
+            f"{source}: hang_after_s must be a positive integer, got {hang_after_s!r}"
+        )
+    ratio = data.get("straggler_ratio", 0.5)
+    if not isinstance(ratio, int | float) or isinstance(ratio, bool) or not 0 < ratio < 1:
+        raise PolicyError(f"{source}: straggler_ratio must be a number in (0, 1), got {ratio!r}")
+    min_samples = data.get("straggler_min_samples", 5)
+    if not isinstance(min_samples, int) or isinstance(min_samples, bool) or min_samples < 1:
+        raise PolicyError(
+            f"{source}: straggler_min_samples must be a positive integer, got {min_samples!r}"
+        )
     return Policy(
         lookback_ms=ints["lookback_s"] * 1000,
         grace_ms=ints["grace_s"] * 1000,
@@ -118,6 +136,9 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
         condition_class=MappingProxyType(conditions),
         reason_class=MappingProxyType(reasons),
         source=source,
+        hang_after_ms=hang_after_s * 1000,
+        straggler_ratio=float(ratio),
+        straggler_min_samples=min_samples,
     )
 
 

@@ -18,6 +18,7 @@ from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
 from streams.engine.local import LocalPipeline, Output
+from streams.engine.progress import JobAlert
 from streams.policy import Policy
 
 # Topics the pipeline itself writes: a dump may hold them; replay recomputes them instead.
@@ -26,7 +27,6 @@ OUTPUT_TOPICS = frozenset(
         "failover.decisions",
         "jobs.requeue",
         "jobs.status",
-        "training.telemetry",
         "failover.alerts",
     }
 )
@@ -41,6 +41,7 @@ class ReplayStats:
     verdicts: Counter[str] = field(default_factory=Counter)
     actions: Counter[str] = field(default_factory=Counter)
     quarantined: list[str] = field(default_factory=list)
+    alerts: Counter[str] = field(default_factory=Counter)
     unknown_xids: int = 0
     duplicate_terminations: int = 0
 
@@ -56,6 +57,9 @@ class ReplayStats:
             lines.append(f"  action {action}: {n}")
         nodes = ", ".join(self.quarantined) if self.quarantined else "none"
         lines.append(f"quarantined nodes ({len(self.quarantined)}): {nodes}")
+        if self.alerts:
+            kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.alerts.items()))
+            lines.append(f"alerts: {kinds}")
         lines.append(
             f"unknown XID codes seen: {self.unknown_xids}; "
             f"duplicate terminations ignored: {self.duplicate_terminations}"
@@ -145,6 +149,9 @@ class Replayer:
                 self.stats.verdicts[out.verdict] += 1
                 self.stats.actions[out.action] += 1
                 yield _line("failover.decisions", out.job_id, out.to_dict())
+            elif isinstance(out, JobAlert):
+                self.stats.alerts[out.kind] += 1
+                yield _line("failover.alerts", out.job_id, out.to_dict())
             else:
                 self.stats.quarantined.append(out.node)
                 yield _line(QUARANTINE_TOPIC, out.node, out.to_dict())

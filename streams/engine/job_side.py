@@ -8,13 +8,14 @@ answered, anything else once every node's window has closed.
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from schemas.decisions import Decision, Evidence
 from schemas.jobs import JobEvent
 from streams.engine.decide import Termination, decide, has_hardware, reason_evidence
 from streams.engine.messages import NodeReport, NodeTermination
+from streams.engine.progress import ProgressTracker
 from streams.policy import Policy
 
 JobOutput = Decision | NodeTermination
@@ -71,13 +72,21 @@ def _item_key(e: Evidence) -> tuple[Any, ...]:
 
 
 class JobSide:
-    def __init__(self, policy: Policy, jobs: MutableMapping[str, JobState]) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        jobs: MutableMapping[str, JobState],
+        progress: ProgressTracker | None = None,
+    ) -> None:
         self.policy = policy
         self.jobs = jobs
+        self.progress = progress  # training telemetry: Hang evidence and the last checkpoint
         self.duplicates = 0  # terminations of an already pending or decided (job, attempt)
         self.stale_reports = 0  # node reports for a (job, attempt) already decided
 
     def on_job_event(self, event: JobEvent) -> list[JobOutput]:
+        if self.progress is not None:
+            self.progress.on_job_event(event)
         if event.type != "terminated":
             return []  # started/succeeded/cancelled/submitted decide nothing
         state = self.jobs.get(event.job_id) or JobState()
@@ -98,6 +107,13 @@ class JobSide:
         reason = reason_evidence(term, self.policy)
         if reason is not None:
             pending.items[_item_key(reason)] = reason
+        hang = (
+            self.progress.hang_evidence(term.job_id, term.attempt, term.ts_ms)
+            if (self.progress is not None)
+            else None
+        )
+        if hang is not None:
+            pending.items[_item_key(hang)] = hang
         state.pending[event.attempt] = pending
         if not term.nodes:
             return self._finish(state, pending)
@@ -129,4 +145,8 @@ class JobSide:
         del state.pending[term.attempt]
         state.decided = [*state.decided, term.attempt][-DECIDED_MEMORY:]
         self.jobs[term.job_id] = state
-        return [decide(term, pending.items.values(), self.policy)]
+        decision = decide(term, pending.items.values(), self.policy)
+        checkpoint = self.progress.checkpoint(term.job_id) if self.progress is not None else None
+        if checkpoint is not None:
+            decision = replace(decision, checkpoint=checkpoint)
+        return [decision]

@@ -13,14 +13,16 @@ from collections.abc import Iterable
 from schemas.decisions import Decision
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
+from schemas.telemetry import TrainingTelemetry
 from schemas.xid import GpuXid
 from streams.engine.job_side import JobSide, JobState
 from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
+from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
 from streams.policy import Policy
 
-Output = Decision | QuarantineRequest
-_Message = NodeReport | NodeTermination | QuarantineRequest | Decision
+Output = Decision | QuarantineRequest | JobAlert
+_Message = NodeReport | NodeTermination | QuarantineRequest | Decision | JobAlert
 
 
 class LocalPipeline:
@@ -29,20 +31,32 @@ class LocalPipeline:
         self.node_states: dict[str, NodeState] = {}
         self.job_states: dict[str, JobState] = {}
         self.node_side = NodeSide(policy, self.node_states, PartitionClock())
-        self.job_side = JobSide(policy, self.job_states)
+        self.progress_states: dict[str, Progress] = {}
+        self.progress = ProgressTracker(policy, self.progress_states, ProgressClock())
+        self.job_side = JobSide(policy, self.job_states, self.progress)
 
-    def feed(self, record: GpuXid | GpuHealth | JobEvent) -> list[Output]:
+    def feed(self, record: GpuXid | GpuHealth | JobEvent | TrainingTelemetry) -> list[Output]:
         if isinstance(record, JobEvent):
-            first: list[_Message] = list(self.job_side.on_job_event(record))
+            first: list[_Message] = [
+                *self.progress.advance(record.ts_ms),
+                *self.job_side.on_job_event(record),
+            ]
             out = self._route(first)
             return out + self._route(list(self.node_side.advance(record.ts_ms)))
-        signal_out = self.node_side.on_signal(record)
+        if isinstance(record, TrainingTelemetry):
+            alerts = [*self.progress.advance(record.ts_ms), *self.progress.on_telemetry(record)]
+            return [*alerts, *self._route(list(self.node_side.advance(record.ts_ms)))]
+        signal_out: list[_Message] = list(self.node_side.on_signal(record))
+        deadlines = self.progress.clock.deadlines
+        if deadlines and deadlines[0][0] < record.ts_ms:  # one watermark for both halves
+            signal_out.extend(self.progress.advance(record.ts_ms))
         return self._route(signal_out) if signal_out else []
 
     def release(self, node: str) -> None:
         self.node_side.on_release(node)
 
     def finish(self) -> list[Output]:
+        # End of input closes the windows; it does not make running jobs silent.
         return self._route(list(self.node_side.close_all()))
 
     def _route(self, messages: Iterable[_Message]) -> list[Output]:

@@ -78,6 +78,7 @@ DECISION = {
     "rule": "hardware.failover",
     "terminated_ts_ms": TS,
     "decided_ts_ms": TS,
+    "checkpoint": {"step": 1200, "uri": "s3://ckpt/step-1200", "ts_ms": TS - 5, "attempt": 0},
 }
 QUARANTINE = {
     "schema_version": 1,
