@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from deploy.topics import TopicNames
+from gpufailover.metric_labels import xid_label
 from producers.dedup import FloodDeduper
 from producers.metrics import AgentMetrics
 from producers.publisher import BufferedPublisher
@@ -64,7 +65,7 @@ class Agent:
     # -- on the event loop ----------------------------------------------------------------
     def emit(self, rec: Record) -> None:
         if isinstance(rec, GpuXid):
-            self.metrics.xids.labels(code=str(rec.xid)).inc(rec.count)
+            self.metrics.xids.labels(code=xid_label(rec.xid)).inc(rec.count)
             before = self.deduper.suppressed
             for out in self.deduper.offer(rec, self.clock()):
                 self._publish(out)
@@ -86,6 +87,7 @@ class Agent:
         while True:
             await asyncio.sleep(period)
             self.flush_due()
+            self.metrics.heartbeat.set_to_current_time()
 
     # -- lifecycle ------------------------------------------------------------------------
     async def run(self, sources: list[Source]) -> int:

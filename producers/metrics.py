@@ -12,7 +12,7 @@ class AgentMetrics:
         r = self.registry
         self.xids = Counter(
             "gpufailover_agent_xids_total",
-            "XID occurrences seen (before de-duplication), by code",
+            "XID occurrences seen (before de-duplication), by code (0..255, else other)",
             ["code"],
             registry=r,
         )
@@ -41,6 +41,11 @@ class AgentMetrics:
             "gpufailover_agent_published_total",
             "events acknowledged by the broker, by logical topic",
             ["topic"],
+            registry=r,
+        )
+        self.heartbeat = Gauge(
+            "gpufailover_agent_heartbeat_timestamp_seconds",
+            "Unix time the agent's event loop last turned (about every second while it runs)",
             registry=r,
         )
         self.suppressed = Counter(

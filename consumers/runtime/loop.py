@@ -124,6 +124,9 @@ class TransactionalLoop:
                 )
                 if batch and not await self._process(consumer, batch):
                     await _wait(stop, self._cfg.retry_backoff_s)
+                else:
+                    self._metrics.last_progress.set_to_current_time()
+                await self._report_lag(consumer)
                 await self._processor.idle()
         finally:
             await self._close_producer()
@@ -170,8 +173,30 @@ class TransactionalLoop:
             await self._new_producer()
             return False
         self._metrics.commit_seconds.observe(time.perf_counter() - started)
+        for ack in acks:
+            self._metrics.produced.labels(topic=self._logical(ack.output.topic)).inc()
         await self._processor.committed(acks)
         return True
+
+    async def _report_lag(self, consumer: Any) -> None:
+        """Lag of each assigned partition: its last stable offset (read_committed: transaction
+        markers are not records) minus the next offset to consume, as of the last fetch."""
+        from aiokafka.errors import IllegalStateError
+
+        for tp in consumer.assignment():
+            end = consumer.last_stable_offset(tp)
+            if end is None:
+                end = consumer.highwater(tp)
+            if end is None:
+                continue  # nothing fetched yet
+            try:
+                position = await consumer.position(tp)
+            except IllegalStateError:
+                log.debug("%s revoked while reporting lag", tp)
+                continue
+            self._metrics.lag.labels(
+                topic=self._logical(tp.topic), partition=str(tp.partition)
+            ).set(max(0, end - position))
 
     async def _publish(self, outputs: list[Output], offsets: dict[Any, int]) -> list[Ack]:
         futures = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -21,19 +21,22 @@ class LoopMetrics:
     commit_seconds: Histogram
     commit_failures: Counter
     table_errors: Counter  # labels: topic
+    produced: Counter  # labels: topic
+    lag: Gauge  # labels: topic, partition
+    last_progress: Gauge
 
     @staticmethod
     def create(registry: CollectorRegistry, component: str) -> LoopMetrics:
         p = f"gpufailover_{component}"
         return LoopMetrics(
             records=Counter(
-                f"{p}_records_total",
-                "Input records processed (dead-lettered ones included)",
+                f"{p}_records_consumed_total",
+                "Input records processed (dead-lettered ones included), by topic",
                 ["topic"],
                 registry=registry,
             ),
             dlq=Counter(
-                f"{p}_dlq_total",
+                f"{p}_dead_lettered_total",
                 "Input records sent to a dead-letter topic, by input topic and error kind",
                 ["topic", "error"],
                 registry=registry,
@@ -53,6 +56,23 @@ class LoopMetrics:
                 f"{p}_table_errors_total",
                 "Unreadable records met while rebuilding state from a topic (logged, skipped)",
                 ["topic"],
+                registry=registry,
+            ),
+            produced=Counter(
+                f"{p}_records_produced_total",
+                "Records published in committed transactions, by topic",
+                ["topic"],
+                registry=registry,
+            ),
+            lag=Gauge(
+                f"{p}_consumer_lag",
+                "Records in an assigned input partition not consumed yet (end - position)",
+                ["topic", "partition"],
+                registry=registry,
+            ),
+            last_progress=Gauge(
+                f"{p}_last_progress_timestamp_seconds",
+                "Unix time the loop last committed a batch or found nothing to do",
                 registry=registry,
             ),
         )

@@ -62,6 +62,6 @@ def test_failures_become_dead_letters_and_good_records_pass() -> None:
     def count(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(f"gpufailover_test_{name}", labels)
 
-    assert count("records_total", topic="jobs.events") == 3
-    assert count("dlq_total", topic="jobs.events", error="decode") == 1
-    assert count("dlq_total", topic="jobs.events", error="process") == 1
+    assert count("records_consumed_total", topic="jobs.events") == 3
+    assert count("dead_lettered_total", topic="jobs.events", error="decode") == 1
+    assert count("dead_lettered_total", topic="jobs.events", error="process") == 1
