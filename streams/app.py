@@ -2,7 +2,8 @@
 
 - node agent (node-keyed, co-partitioned): gpu.xid, gpu.health, failover.term-by-node,
   nodes.quarantine, failover.ticks; table `node-states` and `clocks`.
-- job agent (job-keyed): jobs.events, failover.node-evidence; table `job-states`.
+- job agent (job-keyed): jobs.events, training.telemetry, failover.node-evidence,
+  failover.ticks; tables `job-states`, `job-progress` and `progress-clocks`.
 Both run with concurrency=1 (faust can lose data above 1) and catch every per-record error into
 a dead letter: an agent that died while the worker looks alive is the failure mode to avoid.
 """
@@ -23,7 +24,9 @@ from gpufailover.settings import state_dir
 from streams.config import ClassifierSettings
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
-from streams.glue import JobGlue, NodeGlue, Out, dead_letter
+from streams.engine.progress import Progress, ProgressClock
+from streams.glue import NodeGlue, Out, dead_letter
+from streams.job_glue import JobGlue
 from streams.metrics import ClassifierMetrics
 from streams.policy import load_policy
 from streams.tables import CodecTable
@@ -140,7 +143,13 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         metrics=metrics,
     )
     job_glue = JobGlue(
-        policy, names, CodecTable(table("job-states"), JobState.from_dict, JobState.to_dict)
+        policy,
+        names,
+        CodecTable(table("job-states"), JobState.from_dict, JobState.to_dict),
+        CodecTable(table("job-progress"), Progress.from_dict, Progress.to_dict),
+        CodecTable(table("progress-clocks"), ProgressClock.from_dict, ProgressClock.to_dict),
+        idle_after_ms=int(settings.idle_after_s * 1000),
+        lagging=lagging,
     )
 
     async def send(out: Out) -> None:
@@ -173,6 +182,8 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
                 await send(out)
                 if out.decision is not None:
                     metrics.decision(out.decision)
+                elif out.alert is not None:
+                    metrics.alert(out.alert)
                 elif out.topic in dlqs:
                     metrics.dead_letter(logical(msg.topic), _error_kind(out.value))
             if isinstance(glue, NodeGlue) and msg.partition in glue.sides:
@@ -182,7 +193,9 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
     node_channel = topic(
         names.gpu_xid, names.gpu_health, names.term_by_node, names.nodes_quarantine, names.ticks
     )
-    job_channel = topic(names.jobs_events, names.node_evidence)
+    job_channel = topic(
+        names.jobs_events, names.training_telemetry, names.node_evidence, names.ticks
+    )
     inputs = {
         names.gpu_xid,
         names.gpu_health,
@@ -190,6 +203,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         names.nodes_quarantine,
         names.ticks,
         names.jobs_events,
+        names.training_telemetry,
         names.node_evidence,
     }
     dlqs = {names.dlq(real) for real in inputs if names.spec(real).dlq}

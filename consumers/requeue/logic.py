@@ -58,6 +58,7 @@ def command_for(
         action=d.action,
         decided_ts_ms=d.decided_ts_ms,
         ts_ms=now,
+        checkpoint=d.checkpoint,  # resume from the last checkpoint the job reported
     )
 
 

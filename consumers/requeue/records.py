@@ -21,7 +21,7 @@ class RequeueCommand:
     action: str
     decided_ts_ms: int
     ts_ms: int  # wall clock when the command was issued
-    checkpoint: dict[str, Any] | None = None  # the last checkpoint: filled in by a later issue
+    checkpoint: dict[str, Any] | None = None  # the job's last checkpoint (from its telemetry)
 
     def to_dict(self) -> dict[str, Any]:
         return {

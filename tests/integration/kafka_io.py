@@ -169,11 +169,18 @@ def classifier(
     return Service(args, tmp / f"classifier-{time.monotonic_ns()}.log", {})
 
 
-def short_grace_policy(tmp: Path, grace_s: int = 3) -> Path:
+def service(command: str, bootstrap: str, prefix: str, tmp: Path, *extra: str) -> Service:
+    """A consumer service (`quarantine`, `requeue`, `job-status`) on this test's topics."""
+    args = [command, "--bootstrap", bootstrap, "--topic-prefix", prefix, *extra]
+    return Service(args, tmp / f"{command}-{time.monotonic_ns()}.log", {})
+
+
+def short_grace_policy(tmp: Path, grace_s: int = 3, **overrides: Any) -> Path:
     """The shipped policy with a short grace, so non-hardware decisions close in seconds."""
     shipped = Path(__file__).resolve().parents[2] / "streams" / "data" / "policy.json"
     data = orjson.loads(shipped.read_bytes())
     data["grace_s"] = grace_s
+    data.update(overrides)
     path = tmp / "policy.json"
     path.write_bytes(orjson.dumps(data))
     return path

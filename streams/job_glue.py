@@ -1,0 +1,141 @@
+"""Glue for the job-keyed half: jobs.events, training.telemetry, node reports, ticks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import MutableMapping
+
+import orjson
+
+from deploy.topics import TopicNames
+from schemas.codec import loads
+from schemas.decisions import Decision
+from schemas.errors import SchemaError
+from schemas.jobs import JobEvent
+from schemas.telemetry import TrainingTelemetry
+from streams.clock import InputClock, Lagging, never_lagging
+from streams.engine.job_side import JobOutput, JobSide, JobState
+from streams.engine.messages import NodeReport, NodeTermination
+from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
+from streams.glue import CLOCK_PERSIST_EVERY_MS, Out, dead_letter
+from streams.policy import Policy
+
+log = logging.getLogger("gpufailover.classifier")
+
+
+class JobGlue:
+    def __init__(
+        self,
+        policy: Policy,
+        names: TopicNames,
+        jobs: MutableMapping[str, JobState],
+        progress: MutableMapping[str, Progress],
+        clocks: MutableMapping[str, ProgressClock],
+        idle_after_ms: int,
+        lagging: Lagging = never_lagging,
+    ) -> None:
+        self.policy = policy
+        self.names = names
+        self.jobs = jobs
+        self.progress = progress
+        self.clocks = clocks
+        self.time = InputClock(
+            (names.jobs_events, names.training_telemetry), idle_after_ms, lagging
+        )
+        self.sides: dict[int, JobSide] = {}
+        self.persisted: dict[int, tuple[int | None, int]] = {}
+
+    def side(self, partition: int) -> JobSide:
+        side = self.sides.get(partition)
+        if side is None:
+            clock = self.clocks.get(f"j{partition}") or ProgressClock()
+            tracker = ProgressTracker(self.policy, self.progress, clock)
+            side = JobSide(self.policy, self.jobs, tracker)
+            self.sides[partition] = side
+            self.persisted[partition] = (clock.watermark, len(clock.deadlines))
+        return side
+
+    def handle(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> list[Out]:
+        side = self.side(partition)
+        tracker = side.progress
+        assert tracker is not None
+        names = self.names
+        outputs: list[JobOutput | JobAlert] = []
+        if topic == names.ticks:
+            target = self.time.idle_target(partition, tracker.clock.watermark)
+            if target is not None:
+                outputs.extend(tracker.advance(target))
+            return self._encode(outputs, partition, tracker)
+        try:
+            data = loads(value or b"")
+            if topic == names.jobs_events:
+                event = JobEvent.from_dict(data)
+                outputs.extend(self._advance(tracker, partition, topic, event.ts_ms))
+                outputs.extend(side.on_job_event(event))
+            elif topic == names.training_telemetry:
+                rec = TrainingTelemetry.from_dict(data)
+                outputs.extend(self._advance(tracker, partition, topic, rec.ts_ms))
+                outputs.extend(tracker.on_telemetry(rec))
+            elif topic == names.node_evidence:
+                outputs.extend(side.on_node_report(NodeReport.from_dict(data)))
+            else:
+                raise SchemaError("topic", f"job agent does not read {topic!r}")
+        except (SchemaError, KeyError, TypeError) as exc:
+            bad = dead_letter(names, topic, partition, offset, key, value, str(exc), "schema")
+            return [bad] if bad else []
+        self.time.record_done(partition, tracker.clock.watermark)
+        return self._encode(outputs, partition, tracker)
+
+    def _advance(
+        self, tracker: ProgressTracker, partition: int, topic: str, ts_ms: int
+    ) -> list[JobAlert]:
+        watermark = self.time.observe(partition, topic, ts_ms)
+        return [] if watermark is None else tracker.advance(watermark)
+
+    def _encode(
+        self, outputs: list[JobOutput | JobAlert], partition: int, tracker: ProgressTracker
+    ) -> list[Out]:
+        names = self.names
+        out: list[Out] = []
+        for o in outputs:
+            if isinstance(o, NodeTermination):
+                out.append(Out(names.term_by_node, o.node.encode(), orjson.dumps(o.to_dict())))
+            elif isinstance(o, JobAlert):
+                log.warning(
+                    "%s alert for job %s attempt %d: %s", o.kind, o.job_id, o.attempt, o.detail
+                )
+                out.append(
+                    Out(
+                        names.failover_alerts,
+                        o.job_id.encode(),
+                        orjson.dumps(o.to_dict()),
+                        alert=o.kind,
+                    )
+                )
+            else:
+                out.append(self._decision(o))
+        clock = tracker.clock
+        last_wm, last_len = self.persisted.get(partition, (None, 0))
+        wm = clock.watermark
+        moved = wm is not None and (last_wm is None or wm - last_wm >= CLOCK_PERSIST_EVERY_MS)
+        if out or moved or len(clock.deadlines) != last_len:
+            self.clocks[f"j{partition}"] = clock
+            self.persisted[partition] = (wm, len(clock.deadlines))
+        return out
+
+    def _decision(self, d: Decision) -> Out:
+        log.info(
+            "decision %s attempt %d: %s -> %s (%s) suspects=%s rule=%s",
+            d.job_id,
+            d.attempt,
+            d.verdict,
+            d.action,
+            d.status,
+            ",".join(d.suspect_nodes) or "-",
+            d.rule,
+        )
+        return Out(
+            self.names.failover_decisions, d.job_id.encode(), orjson.dumps(d.to_dict()), decision=d
+        )
