@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -88,6 +89,21 @@ async def wait_for(
                     )
     finally:
         await consumer.stop()
+
+
+async def cli(*args: str, timeout_s: float = 60.0) -> tuple[int, str, str]:
+    """Run `gpufailover ARGS...`; (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gpufailover",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
 
 
 def free_port() -> int:
