@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "consumers.status_cli",  # status JOB
     "producers.agent_cli",  # agent
     "producers.publish_cli",  # publish started|terminated|...
+    "gpufailover.bench_cli",
 )
 
 

@@ -1,0 +1,62 @@
+"""`gpufailover bench`: the pipeline benchmarks on a real broker (a source checkout's tests/bench).
+
+The harness lives in tests/bench/pipeline.py (it reuses the integration tests' helpers); this
+module only parses the command line and imports it, so `gpufailover --help` stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+SCENARIOS = ("throughput", "latency", "flood", "memory", "scaleout", "replay")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "bench",
+        help="benchmark the pipeline on a real broker and print a table (source checkout only)",
+        description=(
+            "Throughput (vs a bare aiokafka consumer), decision latency under load, XID floods, "
+            "memory at 100k nodes, 1 vs 2 workers, and the replay engine, measured side by side "
+            "in one run. Starts a broker unless KAFKA_BOOTSTRAP or --bootstrap names one."
+        ),
+    )
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "scenario",
+        nargs="*",
+        default="all",
+        choices=["all", *SCENARIOS],
+        help="what to run (default: all)",
+    )
+    p.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness (< 2 min)")
+    p.add_argument("--records", type=int, help="throughput/scaleout pre-load (default 300,000)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
+    p.add_argument("--bootstrap", help="broker to use (default: KAFKA_BOOTSTRAP, else start one)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the rows here as JSON")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="record the classifier with py-spy into DIR (collapsed stacks per scenario)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (REPO / "tests" / "bench" / "pipeline.py").exists():
+        print("gpufailover bench: needs a source checkout (tests/bench/)", file=sys.stderr)
+        return 2
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    pipeline = importlib.import_module("tests.bench.pipeline")
+    code: int = pipeline.run_from_args(args)
+    return code
