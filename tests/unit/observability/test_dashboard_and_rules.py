@@ -131,3 +131,19 @@ def test_names_follow_the_convention_and_labels_are_bounded() -> None:
             assert not labels & FORBIDDEN_LABELS, (collector, labels)
             seen |= labels
     assert {"topic", "code", "verdict", "action", "reason", "condition", "kind"} <= seen
+
+
+def test_the_metrics_reference_lists_exactly_the_declared_metrics() -> None:
+    import re
+
+    doc = (DASHBOARD.parents[3] / "docs" / "metrics.md").read_text()
+    documented = set()
+    for name in re.findall(r"`(gpufailover_(?:<c>|[a-z])[a-z<>_]*)`", doc):
+        for c in ("quarantine", "requeue", "jobstatus") if "<c>" in name else ("",):
+            documented.add(name.replace("<c>", c))
+    families = set()
+    for registry in registries().values():
+        for family in registry.collect():
+            families.add(family.name + ("_total" if family.type == "counter" else ""))
+    assert families - documented == set(), "declared but not in docs/metrics.md"
+    assert documented - families == set(), "in docs/metrics.md but declared by no component"
