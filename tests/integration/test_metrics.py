@@ -263,6 +263,10 @@ async def test_every_metric_the_dashboard_and_alert_rules_query_is_emitted_live(
     with pipeline(kafka_bootstrap, topic_names, topic_partitions, tmp_path, kernel_log) as comps:
         for c, (port, svc) in comps.items():
             emitted |= series_names(await scrape(c, port, svc))
+        # The classifier's page on the faust web server speaks the text exposition format.
+        url = f"http://127.0.0.1:{comps['classifier'][0]}/metrics"
+        with await asyncio.to_thread(urllib.request.urlopen, url, timeout=5) as resp:
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     dashboard = queried(dashboard_exprs())
     rules = queried(alert_exprs())
     assert not dashboard - emitted - SYNTHETIC, sorted(dashboard - emitted)
