@@ -17,7 +17,7 @@ import faust
 import orjson
 from faust.types import TP
 from mode.supervisors import CrashingSupervisor
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 from deploy.topics import TopicNames
 from gpufailover.settings import state_dir
@@ -210,9 +210,10 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
 
     @app.page("/metrics")
     async def metrics_page(view: Any, request: Any) -> Any:
-        # prometheus-client's exposition of our registry on the worker's web server.
-        body = generate_latest(metrics.registry)
-        return view.bytes(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        # prometheus-client's exposition of our registry on the worker's web server, in the
+        # format the scraper asks for (OpenMetrics or text), as its own HTTP server does.
+        encode, content_type = choose_encoder(request.headers.get("Accept"))
+        return view.bytes(encode(metrics.registry), headers={"Content-Type": content_type})
 
     @app.agent(node_channel, name="node-evidence", concurrency=1)
     async def node_agent(stream: Any) -> None:
