@@ -24,6 +24,7 @@ class SimConfig:
     health_interval_ms: int = 30_000  # each node agent's periodic `ok` sample
     heartbeat_ms: int = MINUTE_MS  # training telemetry heartbeat
     repair_ms: int = HOUR_MS  # a quarantined node is repaired and released after this
+    epilog_ms: int = MINUTE_MS  # a finished or failed job's nodes are busy this long after
     lemons: int | None = None  # lemon nodes (None: 2% of the fleet, at least one)
     warmup_ms: int = 5 * MINUTE_MS  # no incident before this
     tail_ms: int = 15 * MINUTE_MS  # no incident after horizon - tail (all get decided)

@@ -12,7 +12,13 @@ from typing import Any
 
 from producers.sim.effective import STRATEGIES, Ett, Hit, JobSpan, replay, run_segment
 from producers.sim.engine import SimEngine
-from producers.sim.truth import classify_quarantine, grade, percentile, verdict_action_counts
+from producers.sim.truth import (
+    Incident,
+    classify_quarantine,
+    grade,
+    percentile,
+    verdict_action_counts,
+)
 
 COVER_MS = 15 * 60_000  # a faulty node counts as caught if quarantined within this of the fault
 
@@ -102,6 +108,24 @@ def _job_row(engine: SimEngine, job: Any) -> dict[str, Any]:
     }
 
 
+def _incident_row(engine: SimEngine, inc: Incident) -> dict[str, Any]:
+    s = engine.start_ms
+    return {
+        "id": inc.incident_id,
+        "scenario": inc.scenario,
+        "class": inc.true_class,
+        "job": inc.job_id,
+        "attempt": inc.attempt,
+        "nodes": len(inc.nodes),
+        "faulty": inc.faulty_node,
+        "onset_min": round((inc.onset_ms - s) / 60_000, 2),
+        "term_min": None if inc.term_ms is None else round((inc.term_ms - s) / 60_000, 2),
+        "reason": inc.reason,
+        "flags": list(inc.flags),
+        "primary": inc.primary,
+    }
+
+
 def summarize(engine: SimEngine, ett: EttSnapshot | None, alerts: Counter[str]) -> dict[str, Any]:
     cfg = engine.cfg
     g = grade(engine.incidents, engine.decisions, engine.signals, cfg.lookback_ms, cfg.grace_ms)
@@ -171,6 +195,7 @@ def summarize(engine: SimEngine, ett: EttSnapshot | None, alerts: Counter[str]) 
             ),
         },
         "jobs": [_job_row(engine, j) for j in engine.book.jobs.values() if j.first_start_ms],
+        "incident_list": [_incident_row(engine, i) for i in engine.incidents],
         "latency_ms": latency,
         "latency_samples": {k: sorted(v) for k, v in g.latencies_ms.items()},
         "alerts": dict(alerts),

@@ -177,7 +177,7 @@ class Mark:
     kind: str
 
 
-def classify_quarantine(marks: Sequence[Mark], ts_ms: int, slack_ms: int = 1000) -> str:
+def classify_quarantine(marks: Sequence[Mark], ts_ms: int, slack_ms: int = 0) -> str:
     """justified | known_false_evidence | false: the node's state when it was quarantined."""
     state = "healthy"
     for m in sorted(marks, key=lambda m: m.ts_ms):
