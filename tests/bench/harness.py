@@ -337,6 +337,7 @@ def classifier_inputs(names: TopicNames) -> list[str]:
         names.gpu_xid,
         names.gpu_health,
         names.jobs_events,
+        names.training_telemetry,
         names.nodes_quarantine,
         names.term_by_node,
         names.node_evidence,

@@ -207,6 +207,39 @@ async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> tu
         await consumer.stop()
 
 
+async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> float:
+    """records/s of tests/bench/faust_noop.py (a faust agent doing nothing) over the inputs."""
+    args = [
+        sys.executable, "-m", "tests.bench.faust_noop", "--bootstrap", env.bootstrap,
+        "--prefix", names.prefix, "--partitions", str(env.partitions),
+        "--total", str(total), "--mode", mode,
+    ]  # fmt: skip
+    log_path = env.tmp / f"{names.prefix}faust-noop-{mode}.log"
+    with log_path.open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            *args, stdout=asyncio.subprocess.PIPE, stderr=log, env=subprocess_env(), cwd=REPO
+        )
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(120 + total / 500):
+            while b'{"event":"done"' not in (line := await proc.stdout.readline()):
+                if not line:
+                    raise BenchError(f"faust no-op ({mode}) exited: see {log_path}")
+        done = orjson.loads(line[line.index(b"{") :])
+        return float(done["n"] / (done["last"] - done["first"]))
+    except TimeoutError:
+        raise BenchError(f"faust no-op ({mode}) did not finish: see {log_path}") from None
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                async with asyncio.timeout(30):
+                    await proc.wait()
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
 async def drain(ctx: Context, names: TopicNames, count: int, label: str) -> Drain:
     """Start `count` classifier workers on pre-loaded topics; time them to the last decision."""
     env, data = ctx.env, ctx.preloaded()
@@ -270,6 +303,18 @@ async def scenario_throughput(ctx: Context) -> None:
     bare = n_raw / s_raw
     ctx.row(sc, "bare aiokafka read", bare, "rec/s", note="same topics, same broker, same run")
     ctx.row(sc, "bare aiokafka read + orjson.loads", n_dec / s_dec, "rec/s")
+    noop: dict[str, float] = {}
+    for mode in ("events", "take"):
+        env.log(f"faust no-op agent ({mode})")
+        noop[mode] = await faust_noop(env, names, total, mode)
+    ctx.row(
+        sc,
+        "faust no-op agent, stream.events()",
+        noop["events"],
+        "rec/s",
+        note="faust's own per-record cost, same settings as the classifier",
+    )
+    ctx.row(sc, "faust no-op agent, stream.take(1000)", noop["take"], "rec/s")
     env.log("classifier: 1 worker")
     d = await drain(ctx, names, 1, "throughput")
     ctx.one_worker = d
@@ -284,6 +329,7 @@ async def scenario_throughput(ctx: Context) -> None:
     )
     ratio = d.rate / bare
     ctx.row(sc, "classifier / bare aiokafka", ratio, "", ">= 0.5", ratio >= 0.5)
+    ctx.row(sc, "classifier / faust no-op (events)", d.rate / noop["events"])
     ctx.row(
         sc,
         "classifier incl. startup",
