@@ -8,8 +8,6 @@ from collections.abc import Collection, Mapping, Sequence
 from producers.sim.fleet import Job
 from producers.sim.scenarios import Draw
 
-FLAG_FIELDS = ("late_xid", "cascade", "flood", "precursor", "decoy", "false_evidence")
-
 
 def pick_job(
     rng: random.Random, running: Sequence[Job], lemons: Collection[str], d: Draw
@@ -54,8 +52,8 @@ def pick_decoy(
 
 
 def flags_of(
-    d: Draw, faulty: str | None, lemons: Collection[str], why: str | None
+    planned: tuple[str, ...], faulty: str | None, lemons: Collection[str], why: str | None
 ) -> tuple[str, ...]:
-    flags = tuple(f for f in FLAG_FIELDS if getattr(d, f))
-    flags += ("lemon",) if faulty is not None and faulty in lemons else ()
+    """The plan's hard cases, plus `lemon` and why a follow-up incident happened."""
+    flags = planned + (("lemon",) if faulty is not None and faulty in lemons else ())
     return flags + ((why,) if why is not None else ())

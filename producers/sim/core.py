@@ -145,7 +145,7 @@ class FleetCore:
                 self.skipped.append(d.scenario)
                 return []
             node, p = picked_node, plan(d, self.rng, t, node=picked_node)
-        flags = flags_of(d, p.faulty_node, self.lemons, forced.why if forced else None)
+        flags = flags_of(p.flags, p.faulty_node, self.lemons, forced.why if forced else None)
         inc = Incident(
             next(self._ids), d.scenario, s.true_class, flags, p.onset_ms,
             job_id=job.job_id if job else None, attempt=job.attempt if job else None,

@@ -55,6 +55,7 @@ class Plan:
     exit_code: int | None
     faulty_node: str | None  # the node that is really broken (hardware) or degraded (precursor)
     spurious_node: str | None  # false-evidence case: the node with the unrelated hardware XID
+    flags: tuple[str, ...] = ()  # the hard cases this incident really has
 
 
 def _secs(rng: random.Random, span: tuple[float, float]) -> int:
@@ -99,7 +100,7 @@ def plan(
         code = d.code if d.code is not None else s.codes[0]
         signals.append(_signal(onset, node, s.signal_kind, code, gpu, part))
         faulty = node if part in ("fault", "precursor") else None
-        return Plan(onset, tuple(signals), None, None, None, faulty, None)
+        return Plan(onset, tuple(signals), None, None, None, faulty, None, ())
 
     multi = len(job_nodes) > 1
     stalls = s.reason == "NCCLTimeout" or (d.cascade and multi)
@@ -132,4 +133,17 @@ def plan(
         signals.append(_signal(ts, decoy_node, "xid", rng.choice((13, 31)), 0, "decoy"))
     signals.sort(key=lambda x: x.ts_ms)
     faulty = node if s.true_class == "hardware" else None
-    return Plan(onset, tuple(signals), term, reason, s.exit_code, faulty, spurious)
+    parts = {x.part for x in signals}
+    flags = tuple(
+        name
+        for name, real in (
+            ("late_xid", d.late_xid and s.signal_kind != "none"),
+            ("cascade", stalls and multi and s.true_class == "hardware"),
+            ("flood", len([x for x in signals if x.part in ("fault", "app")]) > 1),
+            ("precursor", "precursor" in parts),
+            ("decoy", "decoy" in parts),
+            ("false_evidence", spurious is not None),
+        )
+        if real
+    )
+    return Plan(onset, tuple(signals), term, reason, s.exit_code, faulty, spurious, flags)

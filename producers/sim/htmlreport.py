@@ -47,7 +47,8 @@ def bars(items: list[tuple[str, float]], fmt: str = "pct", w: int = 300) -> str:
         )
         shown = pct(v) if fmt == "pct" else f"{v:g}"
         out.append(_text(x + slot * 0.3, base - bh - 4, shown, 12, "middle"))
-        out.append(_text(x + slot * 0.3, base + 16, label, 11, "middle"))
+        for k, part in enumerate(label.split("/")):
+            out.append(_text(x + slot * 0.3, base + 14 + 12 * k, part, 11, "middle"))
     return _svg("".join(out), w, h)
 
 
@@ -157,7 +158,7 @@ def render(s: dict[str, Any], timeline: list[tuple[int, int, int, int, int]], st
         items = [("pipeline", ett["pipeline"]), ("no failover", ett["no_failover"]),
                  ("naive restart", ett["naive_restart"])]  # fmt: skip
         parts += ["<div><h2>Effective training time</h2>", bars(items), "</div>"]
-    va = [(k.replace("/", "\n"), float(n)) for k, n in d["by_verdict_action"].items()]
+    va = [(k, float(n)) for k, n in d["by_verdict_action"].items()]
     parts += ["<div><h2>Decisions (verdict/action)</h2>", bars(va, fmt="n", w=320), "</div></div>"]
     parts += [
         "<h2>Fleet over simulated time</h2>",

@@ -80,11 +80,13 @@ async def wait_ready(bus: Bus, ts_ms: int, timeout_s: float) -> None:
 
 
 def sample(state: RunState) -> None:
+    """(sim ms, busy, idle, quarantined, broken) with each node counted once: quarantined
+    first, then busy (a job or its epilog), then broken and not quarantined, then idle."""
     e = state.engine
-    busy = len(e.job_on)
     quarantined = len(e.quarantined)
-    broken = sum(1 for n in e.broken if n not in e.quarantined)
-    idle = len(e.nodes) - busy - len([n for n in e.quarantined if n not in e.job_on])
+    busy = sum(1 for n in e.job_on if n not in e.quarantined)
+    broken = sum(1 for n in e.broken if n not in e.quarantined and n not in e.job_on)
+    idle = len(e.nodes) - quarantined - busy - broken
     state.timeline.append((e.now_ms, busy, idle, quarantined, broken))
 
 
@@ -102,13 +104,14 @@ async def run(
     state.phase, state.wall_started = "running", time.monotonic()
     last_tick = last_sample = 0.0
     drain_deadline: float | None = None
+    drain_started = 0.0
     while True:
         now = time.monotonic()
         sim_now = engine.start_ms + int((now - state.wall_started) * scale * 1000)
         if state.phase == "running" and sim_now >= engine.end_ms:
             await bus.publish(engine.advance(engine.end_ms))
             state.ett = freeze_ett(engine, engine.end_ms)
-            state.phase, drain_deadline = "draining", now + drain_timeout_s
+            state.phase, drain_deadline, drain_started = "draining", now + drain_timeout_s, now
         await bus.publish(engine.advance(sim_now))
         for topic, _, value in await bus.poll(0):
             await bus.publish(react(state, topic, value))
@@ -119,7 +122,7 @@ async def run(
             on_tick(state)
             last_tick = now
         if drain_deadline is not None:
-            state.drain_s = now - (drain_deadline - drain_timeout_s)
+            state.drain_s = now - drain_started
             if state.outstanding() == 0 or now >= drain_deadline:
                 break
         state.stopped = should_stop()

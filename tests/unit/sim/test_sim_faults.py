@@ -39,6 +39,7 @@ def test_nccl_cascade_only_the_faulty_node_has_the_hardware_signal() -> None:
     assert p.reason == "NCCLTimeout" and p.term_ms == AT + 300_000
     hardware = [s for s in p.signals if s.cls == "hardware"]
     assert [(s.node, s.code) for s in hardware] == [("n3", 94)]
+    assert p.flags == ("cascade",)
     peers = sorted(s.node for s in p.signals if s.part == "peer")
     assert peers == ["n1", "n2", "n4"]
     assert all(s.code == 45 and s.cls == "ignore" and s.ts_ms >= p.term_ms for s in p.signals
@@ -49,6 +50,7 @@ def test_single_node_job_has_no_cascade() -> None:
     p = plan(Draw(AT, "gpu_xid", 79, cascade=True), random.Random(1), T, job_nodes=("n1",),
              node="n1")  # fmt: skip
     assert p.reason == "WorkerLost" and not [s for s in p.signals if s.part == "peer"]
+    assert "cascade" not in p.flags  # drawn, but a single node has no peers to time out
 
 
 def test_flood_repeats_the_same_xid_on_the_same_gpu() -> None:
@@ -59,6 +61,7 @@ def test_flood_repeats_the_same_xid_on_the_same_gpu() -> None:
         ("n2", 31, xids[0].gpu_index, "software")
     }
     assert xids[-1].ts_ms - xids[0].ts_ms <= T.flood_span_s * 1000
+    assert p.flags == ("flood",)
 
 
 def test_precursor_announces_the_ecc_fault_on_the_same_node_minutes_before() -> None:
