@@ -269,7 +269,7 @@ def _session(
 
         Path(args.json).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     if state.stopped is not None:
-        print(f"run stopped early: {state.stopped}", file=sys.stderr)
-        return (130 if signals else 1), False
+        # Stopped by the user: a clean stop, nothing to keep. Stopped by a crash: keep logs.
+        return (130, True) if signals else (1, False)
     failed = [text for text, passed in report.checks(summary) if not passed]
     return (1 if args.check and failed else 0), True

@@ -32,8 +32,10 @@ def checks(s: dict[str, Any]) -> list[tuple[str, bool]]:
 
 def render(s: dict[str, Any]) -> str:
     run, inc, d, a, q = s["run"], s["incidents"], s["decisions"], s["accuracy"], s["quarantines"]
+    stopped = run.get("stopped")
     lines = [
-        "gpufailover demo report",
+        "gpufailover demo report"
+        + (f" (partial: the run was stopped early, {stopped})" if stopped else ""),
         "=======================",
         f"fleet      {s['fleet']['nodes']} nodes x 8 GPUs = {s['fleet']['gpus']} GPUs, "
         f"lemon nodes {', '.join(s['fleet']['lemons'])}",
