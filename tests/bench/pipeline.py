@@ -221,10 +221,11 @@ async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> floa
         )
     try:
         assert proc.stdout is not None
-        async with asyncio.timeout(120 + total / 500):
-            while b'{"event":"done"' not in (line := await proc.stdout.readline()):
-                if not line:
-                    raise BenchError(f"faust no-op ({mode}) exited: see {log_path}")
+        with profiled(env, proc.pid, f"faust-noop-{mode}"):
+            async with asyncio.timeout(120 + total / 500):
+                while b'{"event":"done"' not in (line := await proc.stdout.readline()):
+                    if not line:
+                        raise BenchError(f"faust no-op ({mode}) exited: see {log_path}")
         done = orjson.loads(line[line.index(b"{") :])
         return float(done["n"] / (done["last"] - done["first"]))
     except TimeoutError:
