@@ -42,8 +42,10 @@ class FleetCore:
         self.cfg, self.start_ms, self.now_ms = cfg, start_ms, start_ms
         self.end_ms = start_ms + cfg.horizon_ms
         self.nodes = cfg.node_names
-        self.rng = random.Random(cfg.seed * 7919 + 1)  # noqa: S311 - a simulation's dice
-        trace_rng = random.Random(cfg.seed)  # noqa: S311 - a simulation's dice
+        # Separate streams, so that what the pipeline's timing changes (which jobs run when)
+        # perturbs as little of the rest as possible. A simulation's dice, not cryptography.
+        trace_rng = random.Random(cfg.seed)  # noqa: S311
+        self.rng = random.Random(f"{cfg.seed}/bind")  # noqa: S311
         self.lemons = frozenset(trace_rng.sample(self.nodes, min(cfg.lemon_count, cfg.nodes)))
         self.trace = draw_trace(
             trace_rng,
@@ -52,7 +54,7 @@ class FleetCore:
             cfg.rate_per_node_hour * cfg.nodes,
             cfg.mods,
         )
-        self.book = JobBook(cfg, self.rng)
+        self.book = JobBook(cfg, random.Random(f"{cfg.seed}/workload"))  # noqa: S311
         self.queue = JobQueue()
         self.job_on: dict[str, str] = {}
         self.quarantined: set[str] = set()

@@ -26,6 +26,7 @@ PRIORITIES = (0, 0, 0, 10, 20, 50)
 class JobBook:
     def __init__(self, cfg: SimConfig, rng: random.Random) -> None:
         self.cfg, self.rng = cfg, rng
+        self.noise = random.Random(rng.random())  # noqa: S311 - throughput jitter only
         self.costs = cfg.costs
         self.jobs: dict[str, Job] = {}
         self._ids = itertools.count(1)
@@ -131,7 +132,7 @@ class JobBook:
         productive = max(0, now_ms - started_ms - self.costs.restart_ms)
         out = [self._record(job, now_ms, "heartbeat", step=(job.progress_ms + productive) // 1000)]
         if self._ticks % 5 == 0 and productive > 0:
-            rate = 120.0 * job.gpus * self.rng.uniform(0.95, 1.05)
+            rate = 120.0 * job.gpus * self.noise.uniform(0.95, 1.05)
             out.append(self._record(job, now_ms, "throughput", samples_per_s=rate))
         return out
 
