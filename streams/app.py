@@ -103,11 +103,17 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
             return bool(highwater > (committed or 0))
         return bool(highwater > last + 1)
 
+    logical_names: dict[str, str] = {}
+
     def logical(real: str) -> str:
-        try:
-            return names.logical(real)
-        except KeyError:
-            return real
+        name = logical_names.get(real)
+        if name is None:
+            try:
+                name = names.logical(real)
+            except KeyError:
+                name = real
+            logical_names[real] = name
+        return name
 
     def lag() -> list[tuple[str, int, int]]:
         """(logical topic, partition, high water - next offset) of each assigned input."""
@@ -162,7 +168,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         agent = "node" if isinstance(glue, NodeGlue) else "job"
         async for event in stream.events():
             msg = event.message
-            processed[TP(msg.topic, msg.partition)] = msg.offset
+            processed[msg.tp] = msg.offset
             try:
                 results = glue.handle(msg.topic, msg.partition, msg.offset, msg.key, msg.value)
             except Exception as exc:

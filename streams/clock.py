@@ -38,9 +38,27 @@ class InputClock:
 
     def observe(self, partition: int, topic: str, ts_ms: int) -> int | None:
         """A record of `topic` at `ts_ms`: the partition's watermark now (None: not yet)."""
-        seen = self.source_max.setdefault(partition, {})
-        if ts_ms > seen.get(topic, ts_ms - 1):
+        self.candidate(partition, topic, ts_ms)
+        return self.effective(partition)
+
+    def candidate(self, partition: int, topic: str, ts_ms: int) -> int:
+        """Note a record; the largest ts_ms seen on the partition (before the lag rule).
+
+        Cheap: the hot path uses it to skip the lag check when nothing is due before it.
+        """
+        seen = self.source_max.get(partition)
+        if seen is None:
+            seen = self.source_max[partition] = {}
+        last = seen.get(topic)
+        if last is None or ts_ms > last:
             seen[topic] = ts_ms
+        return max(seen.values())
+
+    def effective(self, partition: int) -> int | None:
+        """The partition's watermark: the largest ts_ms seen, held back by lagging inputs."""
+        seen = self.source_max.get(partition)
+        if not seen:
+            return None
         watermark: int | None = max(seen.values())
         for source in self.sources:
             if watermark is not None and self.lagging(source, partition):
@@ -49,8 +67,11 @@ class InputClock:
         return watermark
 
     def record_done(self, partition: int, watermark: int | None) -> None:
+        """A record was handled. The idle advance starts from the largest ts_ms seen: once the
+        partition is idle no input lags, and the engine's own watermark may be kept lazily."""
         self.last_record_wall[partition] = now_ms()
-        self.watermark_at_record[partition] = watermark
+        seen = self.source_max.get(partition)
+        self.watermark_at_record[partition] = max(seen.values()) if seen else watermark
 
     def idle_target(self, partition: int, watermark: int | None) -> int | None:
         """On a tick: the watermark the idle advance moves to, or None if not idle."""

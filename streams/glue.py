@@ -133,12 +133,15 @@ class NodeGlue:
                 outputs += self._advance(side, partition, topic, rec.ts_ms)
             elif topic == names.term_by_node:
                 term = NodeTermination.from_dict(data)
-                outputs = side.on_termination(term)
+                # Bring the lazily kept watermark up to date: `closed` depends on it.
+                current = self.time.effective(partition)
+                outputs = side.advance(current) if current is not None else []
+                outputs += side.on_termination(term)
                 outputs += self._advance(side, partition, topic, term.terminated_ts_ms)
             elif topic == names.nodes_quarantine:
                 q = QuarantineRecord.from_dict(data)
                 if q.state == "released":
-                    side.on_release(q.node)
+                    side.on_release(q.node, q.ts_ms)
                 outputs = []
             else:
                 raise SchemaError("topic", f"node agent does not read {topic!r}")
@@ -151,7 +154,13 @@ class NodeGlue:
     def _advance(
         self, side: NodeSide, partition: int, topic: str, ts_ms: int
     ) -> list[NodeReport | QuarantineRequest]:
-        watermark = self.time.observe(partition, topic, ts_ms)
+        candidate = self.time.candidate(partition, topic, ts_ms)
+        closing = side.clock.closing
+        if topic != self.names.term_by_node and not (closing and closing[0][0] < candidate):
+            # Nothing can close: skip the (costly) lag check on the hot path. The watermark
+            # catches up at the next termination or due window; evidence pruning only lags.
+            return []
+        watermark = self.time.effective(partition)
         return [] if watermark is None else side.advance(watermark)
 
     def _encode(

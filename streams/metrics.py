@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -119,24 +120,33 @@ class ClassifierMetrics:
             f"{_P}_start_timestamp_seconds", "Wall clock when this worker started", registry=r
         )
         self.started.set_to_current_time()
+        self._children: dict[tuple[Any, ...], Any] = {}
 
     # -- hooks ----------------------------------------------------------------------------
+    def _child(self, metric: Any, *labels: str) -> Any:
+        # labels() costs more than the increment: the hot path keeps the children it made.
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def record(self, topic: str, agent: str) -> None:
         """An input record of logical `topic` was handled by `agent` (node|job)."""
-        self.consumed.labels(topic=topic).inc()
-        self.last_progress.labels(agent=bounded(agent, AGENTS)).set(time.time())
+        self._child(self.consumed, topic).inc()
+        self._child(self.last_progress, bounded(agent, AGENTS)).set(time.time())
 
     def sent(self, topic: str) -> None:
-        self.produced.labels(topic=topic).inc()
+        self._child(self.produced, topic).inc()
 
     def dead_letter(self, topic: str, kind: str) -> None:
         self.dead_lettered.labels(topic=topic, error=bounded(kind, ERROR_KINDS)).inc()
 
     def xid(self, code: int) -> None:
-        self.xids.labels(code=xid_label(code)).inc()
+        self._child(self.xids, xid_label(code)).inc()
 
     def health(self, condition: str) -> None:
-        self.health_conditions.labels(condition=bounded(condition, CONDITIONS)).inc()
+        self._child(self.health_conditions, bounded(condition, CONDITIONS)).inc()
 
     def decision(self, d: Decision, now_ms: int | None = None) -> None:
         """`d` was published; `now_ms` is the publication's wall clock (default: now)."""

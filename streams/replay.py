@@ -141,7 +141,7 @@ class Replayer:
         """A released node in the dump (operator or repair) may be quarantined again later."""
         rec = QuarantineRecord.from_dict(value)
         if rec.state == "released":
-            self.pipeline.release(rec.node)
+            self.pipeline.release(rec.node, rec.ts_ms)
 
     def _emit(self, outputs: list[Output]) -> Iterator[bytes]:
         for out in outputs:

@@ -52,8 +52,8 @@ class LocalPipeline:
             signal_out.extend(self.progress.advance(record.ts_ms))
         return self._route(signal_out) if signal_out else []
 
-    def release(self, node: str) -> None:
-        self.node_side.on_release(node)
+    def release(self, node: str, ts_ms: int | None = None) -> None:
+        self.node_side.on_release(node, ts_ms)
 
     def finish(self) -> list[Output]:
         # End of input closes the windows; it does not make running jobs silent.

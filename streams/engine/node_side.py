@@ -132,12 +132,17 @@ class NodeSide:
         report = NodeReport(msg.job_id, msg.attempt, msg.node, items, initial=True, closed=closed)
         return [report, *self._follow(msg.terminated_ts_ms)]
 
-    def on_release(self, node: str) -> None:
-        """The node left quarantine (operator or repair): a new fault quarantines it again."""
+    def on_release(self, node: str, ts_ms: int | None = None) -> None:
+        """The node left quarantine (operator or repair) at `ts_ms`: a new fault quarantines it
+        again, and what it showed before the release (the repaired fault) is no longer evidence
+        against the next job placed on it."""
         state = self.nodes.get(node)
-        if state is not None and state.quarantined:
-            state.quarantined = False
-            self._put(node, state)
+        if state is None:
+            return
+        state.quarantined = False
+        if ts_ms is not None:
+            state.evidence = [e for e in state.evidence if ev.last_ts(e) > ts_ms]
+        self._put(node, state)
 
     def _follow(self, ts_ms: int) -> list[NodeOutput]:
         return self.advance(ts_ms) if self.follow_records else []

@@ -87,8 +87,8 @@ class Run:
             out.extend(got)
         return out
 
-    def release(self, node: str) -> None:
-        self.pipeline.release(node)
+    def release(self, node: str, ts_ms: int | None = None) -> None:
+        self.pipeline.release(node, ts_ms)
 
     def finish(self) -> list[Output]:
         got = self.pipeline.finish()

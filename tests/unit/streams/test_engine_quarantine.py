@@ -178,3 +178,18 @@ def test_hardware_verdict_suspects_are_always_quarantined() -> None:
     d = r.decision("job-1")
     assert d.suspect_nodes == (job_nodes[2], job_nodes[6])
     assert r.quarantined_nodes() == [job_nodes[2], job_nodes[6], job_nodes[7]]
+
+
+def test_a_release_forgets_the_repaired_fault_but_not_what_came_after() -> None:
+    # The node failed, was repaired and released; a job placed on it later dies of a
+    # transient NCCL timeout. The repaired XID 79 is not evidence against the node any more;
+    # a fault after the release is.
+    r = Run()
+    r.feed(xid(A, 79, T), xid(B, 79, T))
+    r.release(A, T + 120 * S)
+    r.release(B, T - S)  # released before its fault: the fault still counts
+    r.feed(terminated("job-2", [A], T + 300 * S, reason="NCCLTimeout"))
+    r.feed(terminated("job-3", [B], T + 300 * S, reason="NCCLTimeout"))
+    r.finish()
+    assert (r.decision("job-2").verdict, r.decision("job-2").suspect_nodes) == ("transient", ())
+    assert (r.decision("job-3").verdict, r.decision("job-3").suspect_nodes) == ("hardware", (B,))
