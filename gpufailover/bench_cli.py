@@ -40,9 +40,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness (< 2 min)")
     p.add_argument("--records", type=int, help="throughput/scaleout pre-load (default 300,000)")
+    p.add_argument("--rate", type=float, help="latency: background records/s (default 5,000)")
+    p.add_argument("--flood", type=int, help="flood: identical XIDs (default 500,000)")
+    p.add_argument("--wave", type=int, help="flood: nodes in the XID wave (default 100,000)")
+    p.add_argument("--nodes", type=int, help="memory: nodes with evidence (default 100,000)")
     p.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
     p.add_argument("--bootstrap", help="broker to use (default: KAFKA_BOOTSTRAP, else start one)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the rows here as JSON")
+    p.add_argument(
+        "--classifier-env",
+        action="append",
+        metavar="KEY=VALUE",
+        help="environment of the classifier processes, e.g. a faust setting to try "
+        "(PRODUCER_LINGER=0.005, STREAM_BUFFER_MAXSIZE=256); repeatable",
+    )
     p.add_argument(
         "--profile",
         type=Path,

@@ -57,6 +57,8 @@ class Env:
     quick: bool = False
     profile_dir: Path | None = None
     topic_sets: list[TopicNames] = field(default_factory=list)
+    # extra environment of classifier processes, e.g. faust settings (PRODUCER_LINGER=0.005)
+    classifier_env: dict[str, str] = field(default_factory=dict)
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
 
     async def topic_set(self, label: str) -> TopicNames:
@@ -328,7 +330,8 @@ def classifier(
         "--policy", str(policy or SHIPPED_POLICY),
     ]  # fmt: skip
     log_path = env.tmp / f"{names.prefix}{tag}-{time.monotonic_ns()}.log"
-    return Service(args, log_path, {"GPUFAILOVER_STATE_DIR": str(env.tmp / "state")})
+    extra = {"GPUFAILOVER_STATE_DIR": str(env.tmp / "state"), **env.classifier_env}
+    return Service(args, log_path, extra)
 
 
 def classifier_inputs(names: TopicNames) -> list[str]:

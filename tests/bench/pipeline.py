@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import platform
@@ -814,10 +815,23 @@ async def run(
     partitions: int,
     records: int | None,
     profile_dir: Path | None,
+    sizes: dict[str, float] | None = None,
+    classifier_env: dict[str, str] | None = None,
 ) -> Context:
     env = Env(bootstrap, tmp, partitions, quick, profile_dir)
-    ctx = Context(env, Sizes.for_run(quick, records))
-    ctx.info = {**machine(), "bootstrap": bootstrap, "partitions": partitions, "quick": quick}
+    env.classifier_env.update(classifier_env or {})
+    chosen = Sizes.for_run(quick, records)
+    for key, value in (sizes or {}).items():
+        setattr(chosen, key, type(getattr(chosen, key))(value))
+    ctx = Context(env, chosen)
+    ctx.info = {
+        **machine(),
+        "bootstrap": bootstrap,
+        "partitions": partitions,
+        "quick": quick,
+        "sizes": dataclasses.asdict(chosen),
+        "classifier_env": env.classifier_env,
+    }
     try:
         for name in scenarios:
             env.log(f"== {name}")
@@ -868,6 +882,12 @@ def run_from_args(args: argparse.Namespace) -> int:
                 partitions=args.partitions,
                 records=args.records,
                 profile_dir=args.profile,
+                sizes={
+                    k: v
+                    for k in ("rate", "flood", "wave", "nodes")
+                    if (v := getattr(args, k, None)) is not None
+                },
+                classifier_env=dict(kv.split("=", 1) for kv in args.classifier_env or []),
             )
         )
     info = ctx.info
@@ -875,6 +895,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         f"gpufailover bench {' '.join(names)}{' --quick' if args.quick else ''}: "
         f"{info['date']}, {info['cores']} cores, {info['memory_gib']} GiB, "
         f"Python {info['python']}, commit {info['commit']}, {args.partitions} partitions"
+        + "".join(f", classifier env {k}={v}" for k, v in info["classifier_env"].items())
     )
     print(table(ctx.rows))
     notes = [f"  {r.scenario}/{r.metric}: {r.note}" for r in ctx.rows if r.note]
