@@ -306,6 +306,29 @@ class LagMonitor:
         return next(s for s in self.samples[seen:] if done(s))
 
 
+async def record_counts(bootstrap: str, prefix: str, suffix: str = "") -> dict[str, int]:
+    """Records in each topic named `prefix...suffix` (end offsets: nothing is deleted here)."""
+    async with admin_client(bootstrap) as admin:
+        topics = [
+            t for t in await admin.list_topics() if t.startswith(prefix) and t.endswith(suffix)
+        ]
+        described = await admin.describe_topics(topics) if topics else []
+    tps = [TopicPartition(t["topic"], p["partition"]) for t in described for p in t["partitions"]]
+    if not tps:
+        return {}
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        end = await consumer.end_offsets(tps)
+    finally:
+        await consumer.stop()
+    counts: dict[str, int] = {}
+    for tp, offset in end.items():
+        name = tp.topic[len(prefix) :]
+        counts[name] = counts.get(name, 0) + offset
+    return counts
+
+
 # -- the classifier as a process --------------------------------------------------------------
 
 

@@ -57,6 +57,7 @@ from tests.bench.harness import (
     now_ms,
     percentile,
     pid_of,
+    record_counts,
     rss_mb,
     subprocess_env,
     table,
@@ -101,6 +102,7 @@ class Context:
     data: Preloaded | None = None
     one_worker: Drain | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)  # raw latencies, for --json
 
     def row(
         self,
@@ -353,6 +355,7 @@ async def scenario_throughput(ctx: Context) -> None:
     agree = sum(1 for k, v in d.decisions.items() if data.decisions.get(k) == v)
     ctx.row(sc, "same verdict+action as replay", f"{agree}/{expected}")
     ctx.row(sc, "classifier RSS after drain", d.rss_mb[0], "MB")
+    await changelog_rows(ctx, sc, names, total)
 
 
 async def scenario_scaleout(ctx: Context) -> None:
@@ -459,6 +462,7 @@ async def warm_up(prober: Prober, timeout_s: float = 120.0) -> float:
 def latency_rows(
     ctx: Context, sc: str, name: str, values: list[float], target_s: float | None, note: str = ""
 ) -> None:
+    ctx.samples[f"{sc}/{name}"] = [round(v * 1000, 1) for v in values]  # ms, in send order
     if not values:
         ctx.row(sc, f"{name} latency", None, note="no samples", ok=False if target_s else None)
         return
@@ -563,8 +567,10 @@ async def scenario_latency(ctx: Context) -> None:
                     asyncio.get_running_loop().call_later(sizes.latency_s, stop.set)
                     await prober.run(stop)
                     t1 = time.monotonic()
+                    # The background keeps running until the last probe is decided: its
+                    # records are what moves event time past the probes' grace.
+                    complete = await tail.wait(prober.done, 60 + GRACE_S)
                     summary = await gen.stop()
-            complete = await tail.wait(prober.done, 60 + GRACE_S)
             require_alive([svc])
             rss = rss_mb(pid_of(svc))[0]
     during = [s for s in lag.samples if t0 <= s.t <= t1]
@@ -646,8 +652,8 @@ async def scenario_flood(ctx: Context) -> None:
                     )
                 stop.set()
                 await probes
+                complete = await tail.wait(prober.done, 60 + GRACE_S)
                 summary = await gen.stop()
-            complete = await tail.wait(prober.done, 60 + GRACE_S)
             require_alive([svc])
             rss_after, rss_peak = rss_mb(pid)
     peak = max(s.lag(inputs) for s in lag.samples if s.t >= start)
@@ -687,6 +693,7 @@ async def scenario_flood(ctx: Context) -> None:
         ok=complete,
         note=str(prober.verdicts()),
     )
+    await changelog_rows(ctx, sc, names, sum(caught.end[t] for t in inputs) if caught else 0)
     ctx.row(sc, "RSS before flood", rss_before, "MB")
     ctx.row(
         sc,
@@ -696,6 +703,18 @@ async def scenario_flood(ctx: Context) -> None:
         "<= 500 MB",
         rss_after <= 500,
         f"peak (VmHWM) {rss_peak:,.0f} MB",
+    )
+
+
+async def changelog_rows(ctx: Context, sc: str, names: TopicNames, inputs: int) -> None:
+    """How many changelog (table) records the classifier wrote, against the records it read."""
+    counts = await record_counts(ctx.env.bootstrap, f"{names.prefix}{APP_ID}-", "-changelog")
+    total = sum(counts.values())
+    detail = ", ".join(
+        f"{name.removesuffix('-changelog')} {n:,}" for name, n in sorted(counts.items())
+    )
+    ctx.row(
+        sc, "table changelog records written", total, note=f"{detail}; {inputs:,} input records"
     )
 
 
@@ -748,6 +767,7 @@ async def scenario_memory(ctx: Context) -> None:
         f"peak (VmHWM) {peak:,.0f} MB",
     )
     ctx.row(sc, "RSS per node", (rss - idle) * 1024 / sizes.nodes, "KB")
+    await changelog_rows(ctx, sc, names, n)
 
 
 # -- replay ----------------------------------------------------------------------------------
@@ -905,7 +925,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_bytes(
             orjson.dumps(
-                {"info": info, "rows": [r.to_dict() for r in ctx.rows]}, option=orjson.OPT_INDENT_2
+                {"info": info, "rows": [r.to_dict() for r in ctx.rows], "samples": ctx.samples},
+                option=orjson.OPT_INDENT_2,
             )
         )
     errors = [r for r in ctx.rows if r.metric == "ERROR"]

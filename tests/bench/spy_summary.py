@@ -5,6 +5,8 @@
 Prints the share of samples per thread, per package of the innermost frame ("self"), the top
 functions by self and by inclusive samples (a function counted once per sample however deep
 it recurses), and, with --focus, the same restricted to frames whose file contains FOCUS.
+`--group NAME=REGEX` (repeatable, first match wins, tried on "thread;frame;frame...") splits
+the samples into named buckets, e.g. `--group idle=EpollSelector.select`.
 """
 
 from __future__ import annotations
@@ -13,8 +15,29 @@ import argparse
 import re
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
+# `--preset classifier`: buckets for the faust classifier's profiles (BENCHMARKS.md)
+CLASSIFIER_GROUPS = (
+    ("idle (epoll wait)", r"EpollSelector\.select"),
+    ("consumer thread (aiokafka fetch under faust)", r"^thread \(\d+\): Thread-1"),
+    ("metrics (prometheus_client, streams/metrics.py)", r"prometheus_client|streams/metrics\.py"),
+    (
+        "table writes (CodecTable/faust Table set, to_dict)",
+        r"CodecTable\.__setitem__|Table\.__setitem__|\.to_dict|Collection\.|ChangeloggedObject",
+    ),
+    (
+        "producing (faust/aiokafka producer, socket writes)",
+        r"Sender\.|AIOKafkaClient\.send|Producer\.send|ProducerBuffer|MessageAccumulator"
+        r"|AIOKafkaProducer|publish_message|_SelectorSocketTransport\.write"
+        r"|build_app\.<locals>\.send ",
+    ),
+    ("decode + engine (NodeGlue/JobGlue)", r"NodeGlue\.|JobGlue\."),
+    ("per-record code in drive() (bookkeeping)", r"build_app\.<locals>\.(drive|lagging|logical)"),
+    ("faust/mode per-record machinery", r"faust/|mode/"),
+)
+PRESETS = {"classifier": CLASSIFIER_GROUPS}
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?):(?P<line>\d+)\)$")
 
 
@@ -43,7 +66,9 @@ def where(frame: str) -> tuple[str, str]:
     return f"{m['func']} ({file})", package
 
 
-def summarise(path: Path, top: int, focus: str | None) -> str:
+def summarise(
+    path: Path, top: int, focus: str | None, groups: Sequence[tuple[str, re.Pattern[str]]] = ()
+) -> str:
     stacks = parse(path)
     total = sum(n for _, _, n in stacks)
     if not total:
@@ -53,7 +78,12 @@ def summarise(path: Path, top: int, focus: str | None) -> str:
     self_: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     focus_self: Counter[str] = Counter()
+    buckets: Counter[str] = Counter()
     for thread, frames, n in stacks:
+        if groups:
+            text = ";".join([thread, *frames])
+            other = "other (asyncio task steps, futures: mostly faust's per-record hops)"
+            buckets[next((g for g, rx in groups if rx.search(text)), other)] += n
         threads[re.sub(r"\(\d+\)|0x[0-9a-f]+", "", thread).strip()] += n
         if not frames:
             continue
@@ -71,6 +101,9 @@ def summarise(path: Path, top: int, focus: str | None) -> str:
         return f"{100 * n / total:5.1f}%"
 
     out = [f"{path}: {total} samples"]
+    if groups:
+        out.append("groups (first match wins):")
+        out += [f"  {pct(n)}  {g}" for g, n in buckets.most_common()]
     out.append("threads:")
     out += [f"  {pct(n)}  {t}" for t, n in threads.most_common()]
     out.append("innermost frame's package (self):")
@@ -91,9 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("profile", type=Path, nargs="+")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--focus", help="also attribute samples to the innermost frame matching this")
+    p.add_argument("--group", action="append", default=[], metavar="NAME=REGEX")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="predefined --group buckets")
     args = p.parse_args(argv)
+    pairs = [tuple(g.split("=", 1)) for g in args.group]
+    pairs += list(PRESETS[args.preset]) if args.preset else []
+    groups = [(name, re.compile(rx)) for name, rx in pairs]
     for path in args.profile:
-        print(summarise(path, args.top, args.focus))
+        print(summarise(path, args.top, args.focus, groups))
     return 0
 
 
