@@ -46,9 +46,5 @@ def prune(items: list[Evidence], horizon_ms: int) -> None:
         items[:] = [e for e in items if _last(e) >= horizon_ms]
 
 
-def last_ts(e: Evidence) -> int:
-    return e.ts_ms if e.last_ts_ms is None else e.last_ts_ms
-
-
 def _last(e: Evidence) -> int:
     return e.ts_ms if e.last_ts_ms is None else e.last_ts_ms

@@ -20,6 +20,7 @@ from streams.engine.messages import NodeReport, NodeTermination, QuarantineReque
 from streams.policy import Policy
 
 NodeOutput = NodeReport | QuarantineRequest
+MAX_RELEASES = 8  # release times kept per node
 
 
 @dataclass(slots=True)
@@ -34,6 +35,16 @@ class NodeState:
     evidence: list[Evidence] = field(default_factory=list)
     quarantined: bool = False
     pending: list[PendingRef] = field(default_factory=list)
+    # Times the node was released from quarantine (repaired), newest last, bounded: evidence
+    # from before a release does not count against a job that ended after it.
+    releases: list[int] = field(default_factory=list)
+
+    def window_start(self, terminated_ts_ms: int, lookback_ms: int) -> int:
+        start = terminated_ts_ms - lookback_ms
+        for released in self.releases:
+            if start <= released < terminated_ts_ms:
+                start = released + 1
+        return start
 
     def is_empty(self) -> bool:
         return not self.evidence and not self.quarantined and not self.pending
@@ -43,6 +54,7 @@ class NodeState:
             "evidence": [e.to_dict() for e in self.evidence],
             "quarantined": self.quarantined,
             "pending": [[p.job_id, p.attempt, p.terminated_ts_ms] for p in self.pending],
+            "releases": self.releases,
         }
 
     @staticmethod
@@ -51,6 +63,7 @@ class NodeState:
             evidence=[Evidence.from_dict(e) for e in d["evidence"]],
             quarantined=d["quarantined"],
             pending=[PendingRef(j, a, t) for j, a, t in d["pending"]],
+            releases=list(d.get("releases", [])),
         )
 
 
@@ -122,7 +135,8 @@ class NodeSide:
         """Answer a job's termination with this node's evidence in its window."""
         p = self.policy
         state = self.nodes.get(msg.node) or NodeState()
-        start, end = msg.terminated_ts_ms - p.lookback_ms, msg.terminated_ts_ms + p.grace_ms
+        start = state.window_start(msg.terminated_ts_ms, p.lookback_ms)
+        end = msg.terminated_ts_ms + p.grace_ms
         items = tuple(e for e in state.evidence if ev.in_window(e, start, end))
         closed = self.clock.watermark is not None and self.clock.watermark > end
         if not closed:
@@ -140,8 +154,10 @@ class NodeSide:
         if state is None:
             return
         state.quarantined = False
-        if ts_ms is not None:
-            state.evidence = [e for e in state.evidence if ev.last_ts(e) > ts_ms]
+        if ts_ms is not None and ts_ms not in state.releases:
+            # Kept as times, not by deleting evidence: the release arrives on another topic, in
+            # no fixed order with the XIDs, and the answer must not depend on that order.
+            state.releases = sorted([*state.releases, ts_ms])[-MAX_RELEASES:]
         self._put(node, state)
 
     def _follow(self, ts_ms: int) -> list[NodeOutput]:
@@ -190,7 +206,7 @@ class NodeSide:
                     for ref in state.pending
                     if ev.in_window(
                         item,
-                        ref.terminated_ts_ms - p.lookback_ms,
+                        state.window_start(ref.terminated_ts_ms, p.lookback_ms),
                         ref.terminated_ts_ms + p.grace_ms,
                     )
                 ),
@@ -198,7 +214,7 @@ class NodeSide:
             )
             out.append(QuarantineRequest(item.node, item.cls, item, job, item.ts_ms))
         for ref in state.pending:
-            start = ref.terminated_ts_ms - p.lookback_ms
+            start = state.window_start(ref.terminated_ts_ms, p.lookback_ms)
             end = ref.terminated_ts_ms + p.grace_ms
             # Forward only what newly falls in the window: a flood of repeats sends nothing.
             if ev.in_window(stored, start, end) and (

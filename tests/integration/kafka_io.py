@@ -146,6 +146,16 @@ class Service:
                 ) from None
         return self.proc.returncode
 
+    async def wait_for_log(self, text: str, timeout_s: float = 60.0) -> None:
+        """Poll the service's log until it contains `text` (e.g. faust's "Worker ready")."""
+        deadline = time.monotonic() + timeout_s
+        while text not in (
+            self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        ):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} in {timeout_s}s:\n{self.log_tail()}")
+            await asyncio.sleep(0.1)  # polling a file with a deadline, not a fixed wait
+
     def log_tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])

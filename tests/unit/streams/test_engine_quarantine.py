@@ -193,3 +193,16 @@ def test_a_release_forgets_the_repaired_fault_but_not_what_came_after() -> None:
     r.finish()
     assert (r.decision("job-2").verdict, r.decision("job-2").suspect_nodes) == ("transient", ())
     assert (r.decision("job-3").verdict, r.decision("job-3").suspect_nodes) == ("hardware", (B,))
+
+
+def test_a_release_counts_by_its_time_whatever_order_it_arrives_in() -> None:
+    # On Kafka the release (nodes.quarantine) and the XID (gpu.xid) come on different topics in
+    # no fixed order: the release may be read before the older XID it repaired.
+    r = Run()
+    r.release(A, T + 120 * S)
+    r.feed(xid(A, 79, T))
+    r.feed(terminated("job-4", [A], T + 300 * S, reason="NCCLTimeout"))
+    r.feed(terminated("job-5", [A], T + 60 * S, reason="NCCLTimeout"))  # ended before repair
+    r.finish()
+    assert r.decision("job-4").verdict == "transient"
+    assert (r.decision("job-5").verdict, r.decision("job-5").suspect_nodes) == ("hardware", (A,))
