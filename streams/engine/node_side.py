@@ -47,7 +47,7 @@ class NodeState:
         return start
 
     def is_empty(self) -> bool:
-        return not self.evidence and not self.quarantined and not self.pending
+        return not (self.evidence or self.quarantined or self.pending or self.releases)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,9 +150,7 @@ class NodeSide:
         """The node left quarantine (operator or repair) at `ts_ms`: a new fault quarantines it
         again, and what it showed before the release (the repaired fault) is no longer evidence
         against the next job placed on it."""
-        state = self.nodes.get(node)
-        if state is None:
-            return
+        state = self.nodes.get(node) or NodeState()
         state.quarantined = False
         if ts_ms is not None and ts_ms not in state.releases:
             # Kept as times, not by deleting evidence: the release arrives on another topic, in
@@ -194,7 +192,10 @@ class NodeSide:
         assert item.node is not None
         state = self.nodes.get(item.node) or NodeState()
         if self.clock.watermark is not None:
-            ev.prune(state.evidence, self.clock.watermark - p.retention_ms)
+            horizon = self.clock.watermark - p.retention_ms
+            ev.prune(state.evidence, horizon)
+            if state.releases and state.releases[0] < horizon:
+                state.releases = [r for r in state.releases if r >= horizon]
         stored, before = ev.add(state.evidence, item, p.coalesce_ms, p.max_evidence_per_node)
         out: list[NodeOutput] = []
         if item.cls in ("hardware", "precursor") and not state.quarantined:
