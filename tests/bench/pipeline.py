@@ -26,6 +26,7 @@ import dataclasses
 import logging
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -160,6 +161,26 @@ def require_alive(services: list[Service]) -> None:
             raise BenchError(f"classifier exited early ({s.log_path}):\n{s.log_tail()}")
 
 
+def dlq_topics(names: TopicNames) -> list[str]:
+    return [names.dlq(t) for t in input_topics(names)]
+
+
+def dead_letters(tail: Tail) -> list[Any]:
+    """Dead letters the classifier wrote for the input topics (the harness sends none)."""
+    return [a for a in tail.arrivals if a.topic.endswith(".dlq")]
+
+
+def check_dead_letters(tail: Tail, where: str) -> None:
+    dead = dead_letters(tail)
+    if dead:
+        first = dead[0].value or {}
+        raise BenchError(
+            f"{where}: the classifier dead-lettered {len(dead)} input record(s), first "
+            f"{first.get('topic')}[{first.get('partition')}]@{first.get('offset')}: "
+            f"{first.get('error')}"
+        )
+
+
 # -- throughput and scale-out ----------------------------------------------------------------
 
 
@@ -254,7 +275,7 @@ async def drain(ctx: Context, names: TopicNames, count: int, label: str) -> Drai
     services = [classifier(env, names, idle_after_s=1e6, tag=f"{label}-{i}") for i in range(count)]
     timeout = 120 + total / 500
     async with (
-        Tail(env.bootstrap, [names.failover_decisions]) as tail,
+        Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
         LagMonitor(env.bootstrap, group, classifier_inputs(names), env.partitions, 0.25) as lag,
     ):
         spawn = time.monotonic()
@@ -266,8 +287,12 @@ async def drain(ctx: Context, names: TopicNames, count: int, label: str) -> Drai
             rss: list[float] = []
             with profiled(env, pid_of(services[0]), label):
                 complete = await tail.wait(
-                    lambda t: len(t.first[names.failover_decisions]) >= expected, timeout
+                    lambda t: (
+                        len(t.first[names.failover_decisions]) >= expected or bool(dead_letters(t))
+                    ),
+                    timeout,
                 )
+                check_dead_letters(tail, label)
                 for s in services:
                     rss.append(rss_mb(pid_of(s))[0] if alive(s) else float("nan"))
             got = tail.first[names.failover_decisions]
@@ -453,7 +478,9 @@ async def warm_up(prober: Prober, timeout_s: float = 120.0) -> float:
     """One hardware probe through a fresh classifier: it is up, assigned and deciding."""
     t = time.monotonic()
     await prober.probe("hardware")
-    if not await prober.tail.wait(prober.done, timeout_s):
+    done = await prober.tail.wait(lambda t: prober.done(t) or bool(dead_letters(t)), timeout_s)
+    check_dead_letters(prober.tail, "warm-up")
+    if not done:
         raise BenchError(f"no decision for the warm-up probe within {timeout_s:.0f} s")
     prober.sent.clear()
     return time.monotonic() - t
@@ -548,7 +575,7 @@ async def scenario_latency(ctx: Context) -> None:
     inputs = input_topics(names)
     svc = classifier(env, names, policy=env.policy(GRACE_S), tag=sc)
     async with (
-        Tail(env.bootstrap, [names.failover_decisions]) as tail,
+        Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
         BulkProducer(env.bootstrap, env.partitions) as producer,
         LagMonitor(env.bootstrap, group, classifier_inputs(names), env.partitions, 0.5) as lag,
     ):
@@ -624,7 +651,7 @@ async def scenario_flood(ctx: Context) -> None:
     inputs = input_topics(names)
     svc = classifier(env, names, policy=env.policy(GRACE_S), tag=sc)
     async with (
-        Tail(env.bootstrap, [names.failover_decisions]) as tail,
+        Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
         BulkProducer(env.bootstrap, env.partitions) as producer,
         LagMonitor(env.bootstrap, group, classifier_inputs(names), env.partitions, 0.25) as lag,
     ):
@@ -733,7 +760,7 @@ async def scenario_memory(ctx: Context) -> None:
     inputs = input_topics(names)
     svc = classifier(env, names, tag=sc)
     async with (
-        Tail(env.bootstrap, [names.failover_decisions]) as tail,
+        Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
         BulkProducer(env.bootstrap, env.partitions) as producer,
         LagMonitor(env.bootstrap, group, classifier_inputs(names), env.partitions, 0.5) as lag,
     ):
@@ -838,6 +865,11 @@ async def run(
     sizes: dict[str, float] | None = None,
     classifier_env: dict[str, str] | None = None,
 ) -> Context:
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    if task is not None:  # SIGTERM/SIGINT: cancel, so classifiers and the broker are stopped
+        for sig in signals:
+            loop.add_signal_handler(sig, task.cancel)
     env = Env(bootstrap, tmp, partitions, quick, profile_dir)
     env.classifier_env.update(classifier_env or {})
     chosen = Sizes.for_run(quick, records)
@@ -863,6 +895,8 @@ async def run(
                 env.log(f"{name} failed: {exc}")
             env.log(f"== {name} took {time.monotonic() - t:.0f} s")
     finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
         with contextlib.suppress(Exception):
             await env.delete_topic_sets()
     return ctx
@@ -893,23 +927,27 @@ def run_from_args(args: argparse.Namespace) -> int:
         if bootstrap is None and any(n != "replay" for n in names):
             print("starting a Kafka broker for the benchmark...", file=sys.stderr)
             bootstrap = stack.enter_context(running_broker()).bootstrap
-        ctx = asyncio.run(
-            run(
-                names,
-                quick=args.quick,
-                bootstrap=bootstrap or "",
-                tmp=Path(tmp),
-                partitions=args.partitions,
-                records=args.records,
-                profile_dir=args.profile,
-                sizes={
-                    k: v
-                    for k in ("rate", "flood", "wave", "nodes")
-                    if (v := getattr(args, k, None)) is not None
-                },
-                classifier_env=dict(kv.split("=", 1) for kv in args.classifier_env or []),
+        try:
+            ctx = asyncio.run(
+                run(
+                    names,
+                    quick=args.quick,
+                    bootstrap=bootstrap or "",
+                    tmp=Path(tmp),
+                    partitions=args.partitions,
+                    records=args.records,
+                    profile_dir=args.profile,
+                    sizes={
+                        k: v
+                        for k in ("rate", "flood", "wave", "nodes")
+                        if (v := getattr(args, k, None)) is not None
+                    },
+                    classifier_env=dict(kv.split("=", 1) for kv in args.classifier_env or []),
+                )
             )
-        )
+        except asyncio.CancelledError:
+            print("gpufailover bench: interrupted", file=sys.stderr)
+            return 130
     info = ctx.info
     print(
         f"gpufailover bench {' '.join(names)}{' --quick' if args.quick else ''}: "
