@@ -145,7 +145,26 @@ class JobSide:
         del state.pending[term.attempt]
         state.decided = [*state.decided, term.attempt][-DECIDED_MEMORY:]
         self.jobs[term.job_id] = state
-        decision = decide(term, pending.items.values(), self.policy)
+        items = list(pending.items.values())
+        started = (
+            self.progress.started_at(term.job_id, term.attempt)
+            if self.progress is not None
+            else None
+        )
+        if started is not None:
+            # A software signal that ended before this attempt started on the node belongs to
+            # the node's previous tenant (hard case 2). Hardware signals keep the full lookback:
+            # a GPU broken before the job arrived is still broken.
+            items = [
+                e
+                for e in items
+                if not (
+                    e.cls == "software"
+                    and e.node is not None
+                    and (e.ts_ms if e.last_ts_ms is None else e.last_ts_ms) < started
+                )
+            ]
+        decision = decide(term, items, self.policy)
         checkpoint = self.progress.checkpoint(term.job_id) if self.progress is not None else None
         if checkpoint is not None:
             decision = replace(decision, checkpoint=checkpoint)

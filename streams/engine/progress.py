@@ -54,6 +54,7 @@ class Progress:
     hung: bool = False
     straggling: bool = False
     armed: bool = False  # a hang deadline for this job is in the clock's heap
+    started_ts: int | None = None  # when this attempt started (its `started` event)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +67,7 @@ class Progress:
             "hung": self.hung,
             "straggling": self.straggling,
             "armed": self.armed,
+            "started_ts": self.started_ts,
         }
 
     @staticmethod
@@ -105,6 +107,7 @@ class ProgressTracker:
                 return  # a stale start of an earlier attempt
             state = state or Progress()
             state.attempt, state.running = event.attempt, True
+            state.started_ts = event.ts_ms
             state.hung = state.straggling = False
             state.throughput_avg, state.throughput_n = None, 0
             # Only jobs that report telemetry can be judged silent: the clock starts at the
@@ -157,6 +160,10 @@ class ProgressTracker:
             ts_ms=state.last_beat_ts + self.policy.hang_after_ms,
             cls=self.policy.classify_reason("Hang"),
         )
+
+    def started_at(self, job_id: str, attempt: int) -> int | None:
+        state = self.jobs.get(job_id)
+        return state.started_ts if state is not None and state.attempt == attempt else None
 
     def checkpoint(self, job_id: str) -> dict[str, Any] | None:
         state = self.jobs.get(job_id)

@@ -156,3 +156,42 @@ def test_too_few_samples_never_call_a_straggler() -> None:
         + [tm("j", "throughput", T0 + i * S, samples_per_s=r) for i, r in enumerate(rates, start=1)]
     )
     assert not alerts(out, "straggler")
+
+
+def test_a_previous_tenants_software_xid_is_not_this_jobs_evidence() -> None:
+    from schemas.xid import GpuXid
+
+    def xid(code: int, ts: int) -> GpuXid:
+        return GpuXid(node="n1", xid=code, ts_ms=ts)
+
+    out = run(
+        [
+            xid(31, T0),  # the node's previous tenant faulted
+            xid(79, T0 + S),  # and the GPU fell off the bus before this job arrived
+            started("j", T0 + 60 * S),
+            terminated("j", T0 + 300 * S, reason="NCCLTimeout"),
+            started("k", T0 + 400 * S),
+            xid(13, T0 + 500 * S),  # during job k: its own bug
+            terminated("k", T0 + 510 * S),
+        ]
+    )
+    by_job = {d.job_id: d for d in out if isinstance(d, Decision)}
+    assert [e.code for e in by_job["j"].evidence] == [79, "NCCLTimeout"]
+    assert by_job["j"].verdict == "hardware"  # hardware before the start still counts
+    assert by_job["k"].verdict == "hardware"  # the 79 is still inside k's lookback
+    assert 13 in [e.code for e in by_job["k"].evidence]
+
+
+def test_software_xid_before_the_start_no_longer_turns_a_timeout_into_a_reject() -> None:
+    from schemas.xid import GpuXid
+
+    before = GpuXid(node="n1", xid=31, ts_ms=T0)
+    during = GpuXid(node="n1", xid=31, ts_ms=T0 + 200 * S)
+    out_before = run(
+        [before, started("m", T0 + 60 * S), terminated("m", T0 + 300 * S, reason="NCCLTimeout")]
+    )
+    out_during = run(
+        [started("m", T0 + 60 * S), during, terminated("m", T0 + 300 * S, reason="NCCLTimeout")]
+    )
+    assert decision(out_before).verdict == "transient"
+    assert decision(out_during).verdict == "software"
