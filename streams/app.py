@@ -14,7 +14,9 @@ import logging
 from typing import Any
 
 import faust
+import faust.exceptions
 import orjson
+from aiokafka.errors import KafkaError
 from faust.types import TP
 from mode.supervisors import CrashingSupervisor
 from prometheus_client.exposition import choose_encoder
@@ -57,6 +59,10 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         value_serializer="raw",
         agent_supervisor=CrashingSupervisor,
         broker_commit_every=1000,
+        # Measured by `gpufailover bench` (BENCHMARKS.md): batching sends and a shorter stream
+        # buffer cut flood catch-up and hardware-decision p99 under load.
+        producer_linger=0.005,
+        stream_buffer_maxsize=256,
     )
 
     def topic(*real: str) -> Any:
@@ -171,6 +177,14 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
             processed[msg.tp] = msg.offset
             try:
                 results = glue.handle(msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+            except (faust.exceptions.FaustError, KafkaError):
+                # The framework or the broker failed (e.g. a changelog not ready yet): not the
+                # record's fault. Crash the agent (CrashingSupervisor stops the worker) so the
+                # record is processed again after a restart instead of being dead-lettered.
+                log.exception(
+                    "Kafka/faust error at %s[%d]@%d", msg.topic, msg.partition, msg.offset
+                )
+                raise
             except Exception as exc:
                 log.exception("processing %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
                 bad = dead_letter(

@@ -99,6 +99,7 @@ class NodeGlue:
         self.clocks = clocks
         self.sides: dict[int, NodeSide] = {}
         self.persisted: dict[int, int | None] = {}
+        self.persisted_wall: dict[int, int] = {}
 
     def side(self, partition: int) -> NodeSide:
         side = self.sides.get(partition)
@@ -177,8 +178,14 @@ class NodeGlue:
                     Out(self.names.quarantine_requests, o.node.encode(), orjson.dumps(o.to_dict()))
                 )
         wm = side.clock.watermark
-        last = self.persisted.get(partition)
-        if out or (wm is not None and (last is None or wm - last >= CLOCK_PERSIST_EVERY_MS)):
+        wall = now_ms()
+        # The clock (watermark and waiting windows) goes to the changelog with every output,
+        # else at most once a wall-clock second: a restart only re-waits that much.
+        if out or (
+            wm != self.persisted.get(partition)
+            and wall - self.persisted_wall.get(partition, 0) >= CLOCK_PERSIST_EVERY_MS
+        ):
             self.clocks[f"p{partition}"] = side.clock
             self.persisted[partition] = wm
+            self.persisted_wall[partition] = wall
         return out

@@ -13,7 +13,7 @@ from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
-from streams.clock import InputClock, Lagging, never_lagging
+from streams.clock import InputClock, Lagging, never_lagging, now_ms
 from streams.engine.job_side import JobOutput, JobSide, JobState
 from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
@@ -44,6 +44,7 @@ class JobGlue:
         )
         self.sides: dict[int, JobSide] = {}
         self.persisted: dict[int, tuple[int | None, int]] = {}
+        self.persisted_wall: dict[int, int] = {}
 
     def side(self, partition: int) -> JobSide:
         side = self.sides.get(partition)
@@ -123,10 +124,14 @@ class JobGlue:
         clock = tracker.clock
         last_wm, last_len = self.persisted.get(partition, (None, 0))
         wm = clock.watermark
-        moved = wm is not None and (last_wm is None or wm - last_wm >= CLOCK_PERSIST_EVERY_MS)
+        wall = now_ms()
+        moved = wm != last_wm and (
+            wall - self.persisted_wall.get(partition, 0) >= CLOCK_PERSIST_EVERY_MS
+        )
         if out or moved or len(clock.deadlines) != last_len:
             self.clocks[f"j{partition}"] = clock
             self.persisted[partition] = (wm, len(clock.deadlines))
+            self.persisted_wall[partition] = wall
         return out
 
     def _decision(self, d: Decision) -> Out:

@@ -21,6 +21,14 @@ from streams.policy import Policy
 
 NodeOutput = NodeReport | QuarantineRequest
 MAX_RELEASES = 8  # release times kept per node
+REPERSIST_REPEATS_MS = 5_000  # a coalesced repeat is written back after this much event time
+
+
+def _minor_repeat(before: Evidence, merged: Evidence) -> bool:
+    """Only the count changed, and the last occurrence moved less than REPERSIST_REPEATS_MS."""
+    last_before = before.ts_ms if before.last_ts_ms is None else before.last_ts_ms
+    last_now = merged.ts_ms if merged.last_ts_ms is None else merged.last_ts_ms
+    return merged.ts_ms == before.ts_ms and last_now - last_before < REPERSIST_REPEATS_MS
 
 
 @dataclass(slots=True)
@@ -191,11 +199,13 @@ class NodeSide:
         p = self.policy
         assert item.node is not None
         state = self.nodes.get(item.node) or NodeState()
+        kept = len(state.evidence) + len(state.releases)
         if self.clock.watermark is not None:
             horizon = self.clock.watermark - p.retention_ms
             ev.prune(state.evidence, horizon)
             if state.releases and state.releases[0] < horizon:
                 state.releases = [r for r in state.releases if r >= horizon]
+        pruned = kept != len(state.evidence) + len(state.releases)
         stored, before = ev.add(state.evidence, item, p.coalesce_ms, p.max_evidence_per_node)
         out: list[NodeOutput] = []
         if item.cls in ("hardware", "precursor") and not state.quarantined:
@@ -226,6 +236,11 @@ class NodeSide:
                         ref.job_id, ref.attempt, item.node, (stored,), initial=False, closed=False
                     )
                 )
+        if not out and not pruned and before is not None and _minor_repeat(before, stored):
+            # A flood: the repeat only bumps a count seen moments ago. Writing the node's state
+            # back for each one would put every repeat on the changelog; the count stays
+            # approximate under floods (exact in replay, where the state is not copied).
+            return out
         self._put(item.node, state)
         return out
 
