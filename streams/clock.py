@@ -36,11 +36,6 @@ class InputClock:
         self.last_record_wall: dict[int, int] = {}
         self.watermark_at_record: dict[int, int | None] = {}
 
-    def observe(self, partition: int, topic: str, ts_ms: int) -> int | None:
-        """A record of `topic` at `ts_ms`: the partition's watermark now (None: not yet)."""
-        self.candidate(partition, topic, ts_ms)
-        return self.effective(partition)
-
     def candidate(self, partition: int, topic: str, ts_ms: int) -> int:
         """Note a record; the largest ts_ms seen on the partition (before the lag rule).
 
