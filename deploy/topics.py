@@ -74,6 +74,13 @@ _DECLARED: tuple[TopicSpec, ...] = (
         "failover.node-evidence", Key.JOB_ID, _DAY_MS, "node evidence re-keyed", internal=True
     ),
     TopicSpec(
+        "failover.node-signals",
+        Key.NODE,
+        _DAY_MS,
+        "node-side input reduced by the signal filter",
+        internal=True,
+    ),
+    TopicSpec(
         "failover.quarantine-requests",
         Key.NODE,
         7 * _DAY_MS,
@@ -199,6 +206,10 @@ class TopicNames:
     @property
     def node_evidence(self) -> str:
         return self.name("failover.node-evidence")
+
+    @property
+    def node_signals(self) -> str:
+        return self.name("failover.node-signals")
 
     @property
     def quarantine_requests(self) -> str:

@@ -1,7 +1,11 @@
-"""The faust classifier: two agents, two tables, one ticker. All logic lives in `streams.glue`.
+"""The classifier worker: a signal filter, two faust agents, their tables, one ticker.
 
-- node agent (node-keyed, co-partitioned): gpu.xid, gpu.health, failover.term-by-node,
-  nodes.quarantine, failover.ticks; table `node-states` and `clocks`.
+All logic lives in `streams.signal_filter`, `streams.glue` and `streams.job_glue`.
+- signal filter (plain aiokafka, `streams.signal_loop`): gpu.xid, gpu.health,
+  failover.term-by-node in batches -> failover.node-signals (what can change node state, plus
+  each partition's watermark). Keeps the high-volume inputs off faust's per-record path.
+- node agent (node-keyed, co-partitioned): failover.node-signals, nodes.quarantine; tables
+  `node-states` and `clocks`.
 - job agent (job-keyed): jobs.events, training.telemetry, failover.node-evidence,
   failover.ticks; tables `job-states`, `job-progress` and `progress-clocks`.
 Both run with concurrency=1 (faust can lose data above 1) and catch every per-record error into
@@ -10,6 +14,7 @@ a dead letter: an agent that died while the worker looks alive is the failure mo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -31,6 +36,7 @@ from streams.glue import NodeGlue, Out, dead_letter
 from streams.job_glue import JobGlue
 from streams.metrics import ClassifierMetrics
 from streams.policy import load_policy
+from streams.signal_loop import SignalLoop
 from streams.tables import CodecTable
 
 log = logging.getLogger("gpufailover.classifier")
@@ -143,16 +149,21 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
             rows.append((logical(tp.topic), tp.partition, max(0, int(highwater) - position)))
         return rows
 
-    metrics.lag_from(lag)
+    signal_loop = SignalLoop(
+        settings.bootstrap,
+        f"{settings.topic_prefix}{settings.app_id}-signals",
+        names,
+        policy,
+        int(settings.idle_after_s * 1000),
+        metrics,
+    )
+    metrics.lag_from(lambda: lag() + signal_loop.lag())
 
     node_glue = NodeGlue(
         policy,
         names,
         CodecTable(table("node-states"), NodeState.from_dict, NodeState.to_dict),
         CodecTable(table("clocks"), PartitionClock.from_dict, PartitionClock.to_dict),
-        idle_after_ms=int(settings.idle_after_s * 1000),
-        lagging=lagging,
-        metrics=metrics,
     )
     job_glue = JobGlue(
         policy,
@@ -210,16 +221,12 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
                 metrics.watermark_at(msg.partition, glue.sides[msg.partition].clock.watermark)
             metrics.record(logical(msg.topic), agent)
 
-    node_channel = topic(
-        names.gpu_xid, names.gpu_health, names.term_by_node, names.nodes_quarantine, names.ticks
-    )
+    node_channel = topic(names.node_signals, names.nodes_quarantine)
     job_channel = topic(
         names.jobs_events, names.training_telemetry, names.node_evidence, names.ticks
     )
     inputs = {
-        names.gpu_xid,
-        names.gpu_health,
-        names.term_by_node,
+        names.node_signals,
         names.nodes_quarantine,
         names.ticks,
         names.jobs_events,
@@ -227,6 +234,18 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         names.node_evidence,
     }
     dlqs = {names.dlq(real) for real in inputs if names.spec(real).dlq}
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def signal_filter() -> None:
+        # Started after table recovery. If it fails the worker must stop (like a crashed
+        # agent): a live worker whose filter died would decide nothing on node evidence.
+        try:
+            await signal_loop.run()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            log.exception("signal filter failed: stopping the worker")
+            await app.crash(exc)
 
     @app.page("/metrics")
     async def metrics_page(view: Any, request: Any) -> Any:

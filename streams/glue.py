@@ -9,24 +9,19 @@ from __future__ import annotations
 import logging
 from collections.abc import MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import orjson
 
 from deploy.topics import TopicNames
 from schemas.codec import loads
-from schemas.decisions import Decision
+from schemas.decisions import Decision, Evidence
 from schemas.errors import SchemaError
-from schemas.health import GpuHealth
 from schemas.quarantine import QuarantineRecord
-from schemas.xid import GpuXid
-from streams.clock import InputClock, Lagging, never_lagging, now_ms
+from streams.clock import now_ms
 from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import Policy
-
-if TYPE_CHECKING:
-    from streams.metrics import ClassifierMetrics
 
 log = logging.getLogger("gpufailover.classifier")
 CLOCK_PERSIST_EVERY_MS = 1000
@@ -77,7 +72,11 @@ def dead_letter(
 
 
 class NodeGlue:
-    """Node-keyed half: gpu.xid, gpu.health, term-by-node, nodes.quarantine, ticks."""
+    """Node-keyed half: failover.node-signals (from `streams.signal_filter`), nodes.quarantine.
+
+    Time moves only on the filter's watermark and idle records: the filter knows which of the
+    raw inputs still have unread records, so the watermark never passes evidence in flight.
+    """
 
     def __init__(
         self,
@@ -85,21 +84,17 @@ class NodeGlue:
         names: TopicNames,
         nodes: MutableMapping[str, NodeState],
         clocks: MutableMapping[str, PartitionClock],
-        idle_after_ms: int,
-        lagging: Lagging = never_lagging,
-        metrics: ClassifierMetrics | None = None,
     ) -> None:
         self.policy = policy
-        self.metrics = metrics
         self.names = names
-        self.time = InputClock(
-            (names.gpu_xid, names.gpu_health, names.term_by_node), idle_after_ms, lagging
-        )
         self.nodes = nodes
         self.clocks = clocks
         self.sides: dict[int, NodeSide] = {}
         self.persisted: dict[int, int | None] = {}
         self.persisted_wall: dict[int, int] = {}
+        # The last watermark the filter sent, per partition: the base of the idle advance
+        # (memory only; after a restart the persisted watermark stands in).
+        self.filter_watermark: dict[int, int] = {}
 
     def side(self, partition: int) -> NodeSide:
         side = self.sides.get(partition)
@@ -115,30 +110,11 @@ class NodeGlue:
     ) -> list[Out]:
         side = self.side(partition)
         names = self.names
-        if topic == names.ticks:
-            target = self.time.idle_target(partition, side.clock.watermark)
-            idle = side.advance(target) if target is not None else []
-            return self._encode(idle, partition, side)
+        outputs: list[NodeReport | QuarantineRequest]
         try:
             data = loads(value or b"")
-            if topic in (names.gpu_xid, names.gpu_health):
-                rec = (
-                    GpuXid.from_dict(data) if topic == names.gpu_xid else GpuHealth.from_dict(data)
-                )
-                if self.metrics is not None:
-                    if isinstance(rec, GpuXid):
-                        self.metrics.xid(rec.xid)
-                    else:
-                        self.metrics.health(rec.condition)
-                outputs = side.on_signal(rec)
-                outputs += self._advance(side, partition, topic, rec.ts_ms)
-            elif topic == names.term_by_node:
-                term = NodeTermination.from_dict(data)
-                # Bring the lazily kept watermark up to date: `closed` depends on it.
-                current = self.time.effective(partition)
-                outputs = side.advance(current) if current is not None else []
-                outputs += side.on_termination(term)
-                outputs += self._advance(side, partition, topic, term.terminated_ts_ms)
+            if topic == names.node_signals:
+                outputs = self._signal(side, partition, data)
             elif topic == names.nodes_quarantine:
                 q = QuarantineRecord.from_dict(data)
                 if q.state == "released":
@@ -146,23 +122,26 @@ class NodeGlue:
                 outputs = []
             else:
                 raise SchemaError("topic", f"node agent does not read {topic!r}")
-        except (SchemaError, KeyError, TypeError) as exc:
+        except (SchemaError, KeyError, TypeError, ValueError) as exc:
             bad = dead_letter(names, topic, partition, offset, key, value, str(exc), "schema")
             return [bad] if bad else []
-        self.time.record_done(partition, side.clock.watermark)
         return self._encode(outputs, partition, side)
 
-    def _advance(
-        self, side: NodeSide, partition: int, topic: str, ts_ms: int
+    def _signal(
+        self, side: NodeSide, partition: int, data: Any
     ) -> list[NodeReport | QuarantineRequest]:
-        candidate = self.time.candidate(partition, topic, ts_ms)
-        closing = side.clock.closing
-        if topic != self.names.term_by_node and not (closing and closing[0][0] < candidate):
-            # Nothing can close: skip the (costly) lag check on the hot path. The watermark
-            # catches up at the next termination or due window; evidence pruning only lags.
-            return []
-        watermark = self.time.effective(partition)
-        return [] if watermark is None else side.advance(watermark)
+        if "evidence" in data:
+            return side.on_evidence(Evidence.from_dict(data["evidence"]))
+        if "termination" in data:
+            return side.on_termination(NodeTermination.from_dict(data["termination"]))
+        if "watermark" in data:
+            watermark = int(data["watermark"])
+            self.filter_watermark[partition] = watermark
+            return side.advance(watermark)
+        if "idle_ms" in data:
+            base = self.filter_watermark.get(partition, side.clock.watermark)
+            return [] if base is None else side.advance(base + int(data["idle_ms"]))
+        raise SchemaError("value", "expected evidence, termination, watermark or idle_ms")
 
     def _encode(
         self, outputs: list[NodeReport | QuarantineRequest], partition: int, side: NodeSide

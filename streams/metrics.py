@@ -131,9 +131,9 @@ class ClassifierMetrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
-    def record(self, topic: str, agent: str) -> None:
-        """An input record of logical `topic` was handled by `agent` (node|job)."""
-        self._child(self.consumed, topic).inc()
+    def record(self, topic: str, agent: str, n: int = 1) -> None:
+        """`n` input records of logical `topic` were handled by `agent` (node|job)."""
+        self._child(self.consumed, topic).inc(n)
         self._child(self.last_progress, bounded(agent, AGENTS)).set(time.time())
 
     def sent(self, topic: str) -> None:
@@ -142,11 +142,11 @@ class ClassifierMetrics:
     def dead_letter(self, topic: str, kind: str) -> None:
         self.dead_lettered.labels(topic=topic, error=bounded(kind, ERROR_KINDS)).inc()
 
-    def xid(self, code: int) -> None:
-        self._child(self.xids, xid_label(code)).inc()
+    def xid(self, code: int, n: int = 1) -> None:
+        self._child(self.xids, xid_label(code)).inc(n)
 
-    def health(self, condition: str) -> None:
-        self._child(self.health_conditions, bounded(condition, CONDITIONS)).inc()
+    def health(self, condition: str, n: int = 1) -> None:
+        self._child(self.health_conditions, bounded(condition, CONDITIONS)).inc(n)
 
     def decision(self, d: Decision, now_ms: int | None = None) -> None:
         """`d` was published; `now_ms` is the publication's wall clock (default: now)."""

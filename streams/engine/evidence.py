@@ -24,10 +24,11 @@ def add(
         if old.gpu_index == new.gpu_index and old.code == new.code and old.kind == new.kind:
             old_last = old.ts_ms if old.last_ts_ms is None else old.last_ts_ms
             if new.ts_ms - coalesce_ms <= old_last and new.ts_ms >= old.ts_ms - coalesce_ms:
+                new_last = new.ts_ms if new.last_ts_ms is None else new.last_ts_ms
                 merged = replace(
                     old,
                     ts_ms=min(old.ts_ms, new.ts_ms),
-                    last_ts_ms=max(old_last, new.ts_ms),
+                    last_ts_ms=max(old_last, new_last),
                     count=old.count + new.count,
                 )
                 items[i] = merged

@@ -93,6 +93,29 @@ class PartitionClock:
         return PartitionClock(watermark=d["watermark"], closing=closing)
 
 
+class SignalClassifier:
+    """An XID or health record as evidence, classified by the policy; None when ignored."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.unknown_xids = 0  # XID codes the policy has no row for (counted, never hardware)
+        self._xid_class = dict(policy.xid_class)
+        self._condition_class = dict(policy.condition_class)
+
+    def __call__(self, rec: GpuXid | GpuHealth) -> Evidence | None:
+        if isinstance(rec, GpuXid):
+            cls = self._xid_class.get(rec.xid)
+            if cls is None:
+                self.unknown_xids += 1  # never hardware: the policy has no row for it
+                return None
+            if cls == "ignore":
+                return None
+            return Evidence(rec.node, rec.gpu_index, "xid", rec.xid, rec.ts_ms, cls, rec.count)
+        cls = self._condition_class.get(rec.condition, "ignore")
+        if cls == "ignore":
+            return None
+        return Evidence(rec.node, rec.gpu_index, "health", rec.condition, rec.ts_ms, cls)
+
+
 class NodeSide:
     def __init__(
         self,
@@ -109,35 +132,30 @@ class NodeSide:
         self.policy = policy
         self.nodes = nodes
         self.clock = clock
-        self.unknown_xids = 0  # XID codes the policy has no row for (counted, never hardware)
-        self._xid_class = dict(policy.xid_class)
-        self._condition_class = dict(policy.condition_class)
+        self.evidence_of = SignalClassifier(policy)
+
+    @property
+    def unknown_xids(self) -> int:
+        return self.evidence_of.unknown_xids
 
     # -- inputs ---------------------------------------------------------------------------
     def on_signal(self, rec: GpuXid | GpuHealth) -> list[NodeOutput]:
         """An XID or health record on the node; then time advances to its `ts_ms`."""
         # Hot path (most records are `ok` health reports): no allocation for ignored records.
-        out: list[NodeOutput]
-        if isinstance(rec, GpuXid):
-            cls = self._xid_class.get(rec.xid)
-            if cls is None:
-                self.unknown_xids += 1  # never hardware: the policy has no row for it
-            elif cls != "ignore":
-                item = Evidence(rec.node, rec.gpu_index, "xid", rec.xid, rec.ts_ms, cls, rec.count)
-                out = self._store(item)
-                out.extend(self._follow(rec.ts_ms))
-                return out
-        else:
-            cls = self._condition_class.get(rec.condition, "ignore")
-            if cls != "ignore":
-                item = Evidence(rec.node, rec.gpu_index, "health", rec.condition, rec.ts_ms, cls)
-                out = self._store(item)
-                out.extend(self._follow(rec.ts_ms))
-                return out
+        item = self.evidence_of(rec)
+        if item is not None:
+            out = self._store(item)
+            out.extend(self._follow(rec.ts_ms))
+            return out
         wm = self.clock.watermark
         if wm is not None and rec.ts_ms <= wm:
             return []
         return self._follow(rec.ts_ms)
+
+    def on_evidence(self, item: Evidence) -> list[NodeOutput]:
+        """Evidence already classified (and possibly folded) by the signal filter: stored as
+        `on_signal` stores it; time moves only on the filter's watermark records."""
+        return self._store(item)
 
     def on_termination(self, msg: NodeTermination) -> list[NodeOutput]:
         """Answer a job's termination with this node's evidence in its window."""

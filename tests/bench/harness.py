@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,17 +239,25 @@ class LagSample:
 
 
 class LagMonitor:
-    """Samples a consumer group's committed offsets and the topics' end offsets (the group's
-    lag as Kafka tools report it) every `interval_s`. faust commits every 1,000 records or
-    2.8 s, so a lag of 0 shows up to 2.8 s after the last record was processed."""
+    """Samples consumer groups' committed offsets and the topics' end offsets (the groups' lag
+    as Kafka tools report it) every `interval_s`. `groups` maps each group to the topics it
+    reads. faust commits every 1,000 records or 2.8 s, the signal filter every second, so a lag
+    of 0 shows up to 2.8 s after the last record was processed."""
 
     def __init__(
-        self, bootstrap: str, group: str, topics: Sequence[str], partitions: int, interval_s: float
+        self,
+        bootstrap: str,
+        groups: Mapping[str, Sequence[str]],
+        partitions: int,
+        interval_s: float,
     ) -> None:
         self.bootstrap = bootstrap
-        self.group = group
-        self.topics = list(topics)
-        self.tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+        self.groups = {
+            g: [TopicPartition(t, p) for t in topics for p in range(partitions)]
+            for g, topics in groups.items()
+        }
+        self.topics = [t for topics in groups.values() for t in topics]
+        self.tps = [tp for tps in self.groups.values() for tp in tps]
         self.interval_s = interval_s
         self.samples: list[LagSample] = []
         self._changed = asyncio.Condition()
@@ -276,7 +284,9 @@ class LagMonitor:
 
     async def sample(self) -> LagSample:
         end = await self._consumer.end_offsets(self.tps)
-        committed = await self._admin.list_consumer_group_offsets(self.group, partitions=self.tps)
+        committed: dict[TopicPartition, Any] = {}
+        for group, tps in self.groups.items():
+            committed.update(await self._admin.list_consumer_group_offsets(group, partitions=tps))
         s = LagSample(
             time.monotonic(),
             {t: sum(max(0, committed[tp].offset) for tp in committed if tp.topic == t)
@@ -329,6 +339,34 @@ async def record_counts(bootstrap: str, prefix: str, suffix: str = "") -> dict[s
     return counts
 
 
+async def first_record_monotonic(bootstrap: str, topic: str, partitions: int) -> float | None:
+    """When the first record of `topic` was produced (its CreateTime, the producer's clock:
+    same machine), on this process's `time.monotonic()` scale; None if the topic is empty."""
+    # No seek_to_beginning(): after end_offsets() it left this consumer fetching nothing.
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        waiting = {tp for tp, end in (await consumer.end_offsets(tps)).items() if end > 0}
+        first: list[int] = []
+        while waiting:
+            # All partitions: aiokafka does not fetch more for the others while data it fetched
+            # for a partition left out of getmany() waits to be returned.
+            batch = await consumer.getmany(timeout_ms=1000)
+            for tp, records in batch.items():
+                if records and tp in waiting:
+                    first.append(records[0].timestamp)
+                    waiting.discard(tp)
+    finally:
+        await consumer.stop()
+    if not first:
+        return None
+    return time.monotonic() - (time.time() - min(first) / 1000)
+
+
 # -- the classifier as a process --------------------------------------------------------------
 
 
@@ -357,18 +395,20 @@ def classifier(
     return Service(args, log_path, extra)
 
 
-def classifier_inputs(names: TopicNames) -> list[str]:
-    """Every topic the classifier's consumer group reads (its lag is the sum over these)."""
-    return [
-        names.gpu_xid,
-        names.gpu_health,
-        names.jobs_events,
-        names.training_telemetry,
-        names.nodes_quarantine,
-        names.term_by_node,
-        names.node_evidence,
-        names.ticks,
-    ]
+def classifier_groups(names: TopicNames, group: str) -> dict[str, list[str]]:
+    """The classifier's consumer groups and what each reads (its lag is the sum over these):
+    the faust agents', and the signal filter's (`streams.signal_loop`)."""
+    return {
+        group: [
+            names.jobs_events,
+            names.training_telemetry,
+            names.nodes_quarantine,
+            names.node_signals,
+            names.node_evidence,
+            names.ticks,
+        ],
+        f"{group}-signals": [names.gpu_xid, names.gpu_health, names.term_by_node],
+    }
 
 
 def input_topics(names: TopicNames) -> list[str]:

@@ -21,7 +21,8 @@ def test_every_required_topic_is_declared_once() -> None:
     expected = {
         "gpu.xid", "gpu.health", "jobs.events", "training.telemetry", "failover.decisions",
         "nodes.quarantine", "jobs.requeue", "jobs.status", "failover.alerts",
-        "failover.term-by-node", "failover.node-evidence", "failover.quarantine-requests",
+        "failover.term-by-node", "failover.node-evidence", "failover.node-signals",
+        "failover.quarantine-requests",
         "failover.ticks",
     } | {f"{name}.dlq" for name in INPUTS}  # fmt: skip
     assert [s.logical for s in TOPICS] == list(SPECS)  # no duplicates

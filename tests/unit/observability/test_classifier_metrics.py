@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -11,9 +9,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from deploy.topics import TopicNames
 from gpufailover.metric_labels import MAX_XID_LABEL, xid_label
 from schemas.decisions import Decision
-from streams.glue import NodeGlue
 from streams.metrics import ClassifierMetrics
 from streams.policy import load_policy
+from streams.signal_filter import InputRecord, SignalFilter
 
 NAMES = TopicNames("")
 
@@ -128,37 +126,21 @@ def test_progress_and_watermark_gauges() -> None:
     assert value(r, "gpufailover_classifier_watermark_timestamp_seconds", partition="4") is None
 
 
-def _glue(m: ClassifierMetrics) -> NodeGlue:
-    nodes: dict[str, Any] = {}
-    clocks: dict[str, Any] = {}
-    return NodeGlue(load_policy(), NAMES, nodes, clocks, idle_after_ms=5_000, metrics=m)
-
-
-def test_node_glue_counts_xids_and_conditions_it_decodes_and_not_malformed_ones() -> None:
-    m = ClassifierMetrics()
-    glue = _glue(m)
+def test_signal_filter_counts_xids_and_conditions_it_decodes_and_not_malformed_ones() -> None:
+    f = SignalFilter(load_policy(), NAMES, idle_after_ms=5_000)
     xid = {"node": "gpu-b", "xid": 79, "ts_ms": 1_000_000, "gpu_index": 2}
     health = {"node": "gpu-b", "condition": "ecc_uncorrectable", "ts_ms": 1_000_001}
-    glue.handle(NAMES.gpu_xid, 0, 0, b"gpu-b", orjson.dumps(xid))
-    glue.handle(NAMES.gpu_health, 0, 1, b"gpu-b", orjson.dumps(health))
-    out = glue.handle(NAMES.gpu_xid, 0, 2, b"gpu-b", b"{not json")
-    assert [o.topic for o in out] == [NAMES.dlq(NAMES.gpu_xid)]
-    r = m.registry
-    assert value(r, "gpufailover_classifier_xids_total", code="79") == 1
-    assert (
-        value(r, "gpufailover_classifier_health_conditions_total", condition="ecc_uncorrectable")
-        == 1
+    out = f.reduce(
+        [
+            InputRecord(NAMES.gpu_xid, 0, 0, b"gpu-b", orjson.dumps(xid)),
+            InputRecord(NAMES.gpu_health, 0, 1, b"gpu-b", orjson.dumps(health)),
+            InputRecord(NAMES.gpu_xid, 0, 2, b"gpu-b", b"{not json"),
+        ],
+        wall_ms=0,
     )
-    assert (
-        sum(
-            s.value
-            for f in r.collect()
-            if f.name == "gpufailover_classifier_xids"
-            for s in f.samples
-            if s.name.endswith("_total")
-        )
-        == 1
-    )
+    assert [o.topic for o in out if o.topic != NAMES.node_signals] == [NAMES.dlq(NAMES.gpu_xid)]
+    assert f.xids == {79: 1}
+    assert f.conditions == {"ecc_uncorrectable": 1}
 
 
 def test_dead_letter_kind_is_read_from_the_dead_letter_record() -> None:

@@ -1,0 +1,180 @@
+"""Kafka glue of the signal filter: batches in with aiokafka, reduced records out, then commit.
+
+Runs inside the classifier worker, beside the faust agents, in its own consumer group
+(`<app id>-signals`). The range assignor gives one member the same partition number of all
+three inputs, which the partition's watermark needs. At-least-once: offsets are committed
+only after everything forwarded up to them is acknowledged; a record seen twice after a crash
+adds to a count or answers a termination twice, both of which the node and job sides absorb.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka.structs import TopicPartition
+
+from deploy.topics import TopicNames
+from gpufailover.kafka import make_consumer, make_producer
+from streams.clock import now_ms
+from streams.metrics import ClassifierMetrics
+from streams.policy import Policy
+from streams.signal_filter import InputRecord, SignalFilter
+
+log = logging.getLogger("gpufailover.classifier")
+POLL_MS = 100
+BATCH_MAX = 5_000
+COMMIT_EVERY_MS = 1_000
+
+
+class SignalLoop:
+    def __init__(
+        self,
+        bootstrap: str,
+        group_id: str,
+        names: TopicNames,
+        policy: Policy,
+        idle_after_ms: int,
+        metrics: ClassifierMetrics,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.group_id = group_id
+        self.names = names
+        self.metrics = metrics
+        self.filter = SignalFilter(policy, names, idle_after_ms, self._lagging)
+        self.topics = self.filter.sources
+        self.consumer: Any = None
+        self.producer: Any = None
+        self.positions: dict[tuple[str, int], int] = {}  # next offset to process
+        self.ends: dict[tuple[str, int], int | None] = {}  # as of the last fetch
+        self.pending: list[asyncio.Future[Any]] = []
+        self.uncommitted: dict[TopicPartition, int] = {}
+        self.last_commit_wall = 0
+
+    # -- what the faust side asks -----------------------------------------------------------
+    def lag(self) -> list[tuple[str, int, int]]:
+        """(logical topic, partition, records not processed yet) per assigned input."""
+        rows: list[tuple[str, int, int]] = []
+        for (topic, partition), end in list(self.ends.items()):
+            position = self.positions.get((topic, partition))
+            if end is not None and position is not None:
+                rows.append((self.names.logical(topic), partition, max(0, end - position)))
+        return rows
+
+    def _lagging(self, topic: str, partition: int) -> bool:
+        key = (topic, partition)
+        if key not in self.ends:
+            return False  # not assigned here: its owner's filter holds its own watermark
+        end, position = self.ends[key], self.positions.get(key)
+        return end is None or position is None or end > position
+
+    # -- the loop ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        from aiokafka import ConsumerRebalanceListener
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+
+        loop = self
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                await loop._commit()
+                for tp in revoked:
+                    loop.uncommitted.pop(tp, None)  # the new owner re-reads from the commit
+                loop.filter.forget({tp.partition for tp in revoked})
+                for tp in revoked:
+                    loop.ends.pop((tp.topic, tp.partition), None)
+                    loop.positions.pop((tp.topic, tp.partition), None)
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                log.info("signal filter assigned %s", sorted(str(tp) for tp in assigned))
+
+        self.consumer = make_consumer(
+            self.bootstrap,
+            self.group_id,
+            partition_assignment_strategy=(RangePartitionAssignor,),
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+        )
+        self.producer = make_producer(self.bootstrap, f"{self.group_id}-producer")
+        await self.producer.start()
+        await self.consumer.start()
+        try:
+            self.consumer.subscribe(list(self.topics), listener=Listener())
+            while True:
+                await self._turn()
+        finally:
+            with contextlib.suppress(Exception):
+                await self._commit()
+            await self.consumer.stop()
+            await self.producer.stop()
+
+    async def _turn(self) -> None:
+        consumer = self.consumer
+        batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=BATCH_MAX)
+        wall = now_ms()
+        records = [
+            InputRecord(tp.topic, tp.partition, m.offset, m.key, m.value)
+            for tp, messages in batch.items()
+            for m in messages
+        ]
+        outputs = self.filter.reduce(records, wall)
+        for tp, messages in batch.items():
+            self.uncommitted[tp] = messages[-1].offset + 1
+        await self._refresh(consumer.assignment())
+        outputs += self.filter.watermarks(wall)
+        outputs += self.filter.idle_markers(wall, {tp.partition for tp in consumer.assignment()})
+        for out in outputs:
+            future = await self.producer.send(
+                out.topic, out.value, key=out.key, partition=out.partition
+            )
+            self.pending.append(future)
+        self._report(batch, outputs)
+        if self.uncommitted and wall - self.last_commit_wall >= COMMIT_EVERY_MS:
+            await self._commit()
+
+    async def _refresh(self, assigned: Iterable[TopicPartition]) -> None:
+        consumer = self.consumer
+        for tp in assigned:
+            end = consumer.last_stable_offset(tp)
+            self.ends[(tp.topic, tp.partition)] = consumer.highwater(tp) if end is None else end
+            with contextlib.suppress(Exception):  # revoked meanwhile: the listener cleans up
+                self.positions[(tp.topic, tp.partition)] = await consumer.position(tp)
+
+    async def _commit(self) -> None:
+        """Commit what was processed, once everything forwarded so far is acknowledged."""
+        from aiokafka.errors import CommitFailedError, RebalanceInProgressError
+
+        pending, self.pending = self.pending, []
+        if pending:
+            await asyncio.gather(*pending)  # a failed send raises: the worker stops, no commit
+        offsets, self.uncommitted = self.uncommitted, {}
+        self.last_commit_wall = now_ms()
+        if not offsets:
+            return
+        try:
+            await self.consumer.commit(offsets)
+        except (CommitFailedError, RebalanceInProgressError) as exc:
+            # Kept for the next commit while the partitions stay here; a new owner re-reads
+            # from the last commit instead (repeats, never gaps).
+            log.warning("signal filter commit failed (%r): retried at the next commit", exc)
+            for tp, offset in offsets.items():
+                self.uncommitted[tp] = max(offset, self.uncommitted.get(tp, 0))
+
+    def _report(self, batch: dict[Any, list[Any]], outputs: list[Any]) -> None:
+        m, f, names = self.metrics, self.filter, self.names
+        for tp, messages in batch.items():
+            m.record(names.logical(tp.topic), "node", len(messages))
+        for code, n in f.xids.items():
+            m.xid(code, n)
+        for condition, n in f.conditions.items():
+            m.health(condition, n)
+        f.xids.clear()
+        f.conditions.clear()
+        for out in outputs:
+            if out.topic == names.node_signals:
+                m.sent(names.logical(out.topic))
+            else:
+                m.dead_letter(names.logical(out.topic).removesuffix(".dlq"), "schema")
+                m.sent(names.logical(out.topic))

@@ -1,0 +1,184 @@
+"""The signal filter: what reaches the node agent, folding, time and idle markers, dead letters."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+
+from deploy.topics import TopicNames
+from schemas.decisions import Evidence
+from schemas.xid import GpuXid
+from streams.engine.node_side import NodeSide, NodeState, PartitionClock
+from streams.glue import NodeGlue, Out
+from streams.policy import load_policy
+from streams.signal_filter import IDLE_EVERY_MS, WATERMARK_EVERY_MS, InputRecord, SignalFilter
+
+NAMES = TopicNames("")
+POLICY = load_policy()
+T0 = 1_700_000_000_000
+
+
+def xid(node: str, code: int, ts: int, gpu: int = 0) -> dict[str, Any]:
+    return {"node": node, "xid": code, "ts_ms": ts, "gpu_index": gpu}
+
+
+def health(node: str, condition: str, ts: int, gpu: int = 0) -> dict[str, Any]:
+    return {"node": node, "condition": condition, "ts_ms": ts, "gpu_index": gpu}
+
+
+def rec(topic: str, body: dict[str, Any], partition: int = 0, offset: int = 0) -> InputRecord:
+    return InputRecord(topic, partition, offset, str(body.get("node")).encode(), orjson.dumps(body))
+
+
+def signals(out: list[Out]) -> list[dict[str, Any]]:
+    return [orjson.loads(o.value) for o in out if o.topic == NAMES.node_signals]
+
+
+def test_ignored_health_and_xids_are_not_forwarded_and_evidence_is_classified() -> None:
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    batch = [rec(NAMES.gpu_health, health(f"n{i}", "ok", T0 + i), offset=i) for i in range(1000)]
+    batch.append(rec(NAMES.gpu_xid, xid("n7", 79, T0 + 2_000), offset=1000))
+    batch.append(rec(NAMES.gpu_health, health("n8", "throttle", T0 + 2_001), offset=1001))
+    out = f.reduce(batch, wall_ms=0)
+    assert [s["evidence"]["code"] for s in signals(out)] == [79]
+    assert signals(out)[0]["evidence"]["class"] == "hardware"
+    assert all(o.partition == 0 and o.key == b"n7" for o in out)
+    assert f.conditions == {"ok": 1000, "throttle": 1}
+
+
+def test_a_flood_of_repeats_becomes_one_record_with_its_count_and_span() -> None:
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    flood = [rec(NAMES.gpu_xid, xid("bad", 94, T0 + i * 10, gpu=3), offset=i) for i in range(5000)]
+    (only,) = signals(f.reduce(flood, wall_ms=0))
+    item = Evidence.from_dict(only["evidence"])
+    assert (item.count, item.ts_ms, item.last_ts_ms, item.gpu_index) == (5000, T0, T0 + 49_990, 3)
+
+
+def test_folded_batches_leave_the_node_state_a_record_at_a_time_leaves() -> None:
+    rng = random.Random(7)
+    records: list[InputRecord] = []
+    ts = {key: T0 for key in range(6)}
+    for offset in range(3000):
+        key = rng.randrange(6)
+        ts[key] += rng.choice((5, 200, 30_000, 90_000))  # within and beyond coalesce_s
+        node, code = f"n{key % 3}", (79, 48, 13)[key // 2]
+        records.append(rec(NAMES.gpu_xid, xid(node, code, ts[key], gpu=key % 2), offset=offset))
+
+    one_by_one: dict[str, NodeState] = {}
+    side = NodeSide(POLICY, one_by_one, PartitionClock(), follow_records=False)
+    for r in records:
+        side.on_signal(GpuXid.from_dict(orjson.loads(r.value or b"")))
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    folded: dict[str, NodeState] = {}
+    side = NodeSide(POLICY, folded, PartitionClock(), follow_records=False)
+    start = 0
+    while start < len(records):
+        end = start + rng.randrange(1, 400)
+        for s in signals(f.reduce(records[start:end], wall_ms=0)):
+            side.on_evidence(Evidence.from_dict(s["evidence"]))
+        start = end
+
+    def evidence(states: dict[str, NodeState]) -> dict[str, list[tuple[Any, ...]]]:
+        # last_ts_ms None and last_ts_ms == ts_ms say the same (the wire form writes it out).
+        return {
+            node: sorted(
+                (e.gpu_index, e.code, e.ts_ms, e.last_ts_ms or e.ts_ms, e.count, e.cls)
+                for e in s.evidence
+            )
+            for node, s in states.items()
+        }
+
+    assert evidence(folded) == evidence(one_by_one)
+
+
+def test_malformed_inputs_go_to_their_dead_letter_topic_with_coordinates() -> None:
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    out = f.reduce(
+        [
+            InputRecord(NAMES.gpu_health, 2, 41, b"n1", b'{"node": "n1"}'),
+            InputRecord(NAMES.gpu_xid, 2, 42, b"n1", b"not json"),
+            InputRecord(NAMES.term_by_node, 2, 43, b"n1", b"[]"),  # internal: no DLQ
+        ],
+        wall_ms=0,
+    )
+    dead = [(o.topic, orjson.loads(o.value)) for o in out]
+    assert [(t, d["offset"], d["partition"]) for t, d in dead] == [
+        (NAMES.dlq(NAMES.gpu_health), 41, 2),
+        (NAMES.dlq(NAMES.gpu_xid), 42, 2),
+    ]
+    assert f.forgotten == {NAMES.term_by_node: 1}
+    assert f.watermarks(wall_ms=10_000) == []  # bad records do not move time
+
+
+def test_terminations_pass_through_unchanged_on_their_partition() -> None:
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    term = {"job_id": "j1", "attempt": 0, "node": "n1", "terminated_ts_ms": T0}
+    out = f.reduce([rec(NAMES.term_by_node, term, partition=3)], wall_ms=0)
+    assert signals(out) == [{"termination": term}]
+    assert out[0].partition == 3
+
+
+def test_the_watermark_waits_for_an_input_with_unread_records() -> None:
+    lagging: set[tuple[str, int]] = {(NAMES.gpu_xid, 0)}
+    f = SignalFilter(POLICY, NAMES, 5_000, lambda t, p: (t, p) in lagging)
+    f.reduce(
+        [
+            rec(NAMES.gpu_xid, xid("n1", 13, T0)),
+            rec(NAMES.gpu_health, health("n1", "ok", T0 + 60_000)),
+        ],
+        wall_ms=0,
+    )
+    assert signals(f.watermarks(wall_ms=1_000)) == [{"watermark": T0}]
+    lagging.clear()
+    assert f.watermarks(wall_ms=1_000 + WATERMARK_EVERY_MS - 1) == []  # at most every 100 ms
+    assert signals(f.watermarks(wall_ms=1_000 + WATERMARK_EVERY_MS)) == [{"watermark": T0 + 60_000}]
+    assert f.watermarks(wall_ms=5_000) == []  # nothing new
+
+
+def test_idle_markers_only_for_quiet_caught_up_partitions() -> None:
+    lagging: set[tuple[str, int]] = set()
+    f = SignalFilter(POLICY, NAMES, 5_000, lambda t, p: (t, p) in lagging)
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0), partition=1)], wall_ms=0)
+    assert f.idle_markers(4_999, [1]) == []
+    lagging.add((NAMES.gpu_health, 1))
+    assert f.idle_markers(6_000, [1]) == []  # quiet but behind: not idle
+    lagging.clear()
+    assert signals(f.idle_markers(6_000, [1])) == [{"idle_ms": 6_000}]
+    assert f.idle_markers(6_000 + IDLE_EVERY_MS - 1, [1]) == []
+    assert signals(f.idle_markers(6_000 + IDLE_EVERY_MS, [1])) == [{"idle_ms": 7_000}]
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0 + 1), partition=1)], wall_ms=8_000)
+    assert f.idle_markers(9_000, [1]) == []
+
+
+def test_node_agent_decides_from_filtered_signals_and_closes_on_the_filter_watermark() -> None:
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    glue = NodeGlue(POLICY, NAMES, {}, {})
+    term = {"job_id": "j1", "attempt": 0, "node": "n1", "terminated_ts_ms": T0}
+    batch = [
+        rec(NAMES.term_by_node, term),
+        rec(NAMES.gpu_xid, xid("n1", 13, T0 - 1_000)),  # software, in the window
+        rec(NAMES.gpu_health, health("n2", "ok", T0 + POLICY.grace_ms + 1)),
+    ]
+    forwarded = f.reduce(batch, wall_ms=0) + f.watermarks(wall_ms=1_000)
+    reports = [
+        orjson.loads(o.value)
+        for i, s in enumerate(forwarded)
+        for o in glue.handle(s.topic, s.partition or 0, i, s.key, s.value)
+        if o.topic == NAMES.node_evidence
+    ]
+    assert [(r["initial"], r["closed"], len(r["items"])) for r in reports] == [
+        (True, False, 0),  # the termination came first in this batch
+        (False, False, 1),  # the XID joins its open window
+        (False, True, 0),  # the filter's watermark passed the grace
+    ]
+
+
+def test_idle_marker_moves_the_node_agent_from_the_last_filter_watermark() -> None:
+    glue = NodeGlue(POLICY, NAMES, {}, {})
+    topic = NAMES.node_signals
+    glue.handle(topic, 0, 0, None, orjson.dumps({"watermark": T0}))
+    glue.handle(topic, 0, 1, None, orjson.dumps({"idle_ms": 5_000}))
+    glue.handle(topic, 0, 2, None, orjson.dumps({"idle_ms": 6_000}))
+    assert glue.sides[0].clock.watermark == T0 + 6_000  # not cumulative
