@@ -130,10 +130,18 @@ class NodeGlue:
     def _signal(
         self, side: NodeSide, partition: int, data: Any
     ) -> list[NodeReport | QuarantineRequest]:
-        if "evidence" in data:
-            return side.on_evidence(Evidence.from_dict(data["evidence"]))
-        if "termination" in data:
-            return side.on_termination(NodeTermination.from_dict(data["termination"]))
+        if "signals" in data:
+            out: list[NodeReport | QuarantineRequest] = []
+            for item in data["signals"]:
+                try:
+                    if "evidence" in item:
+                        out += side.on_evidence(Evidence.from_dict(item["evidence"]))
+                    else:
+                        out += side.on_termination(NodeTermination.from_dict(item["termination"]))
+                except (SchemaError, KeyError, TypeError, ValueError):
+                    # Our own filter wrote it (a bug, not bad input): skip the item, keep the rest.
+                    log.exception("node-signals p%d: bad item %r skipped", partition, item)
+            return out
         if "watermark" in data:
             watermark = int(data["watermark"])
             self.filter_watermark[partition] = watermark
@@ -141,7 +149,7 @@ class NodeGlue:
         if "idle_ms" in data:
             base = self.filter_watermark.get(partition, side.clock.watermark)
             return [] if base is None else side.advance(base + int(data["idle_ms"]))
-        raise SchemaError("value", "expected evidence, termination, watermark or idle_ms")
+        raise SchemaError("value", "expected signals, watermark or idle_ms")
 
     def _encode(
         self, outputs: list[NodeReport | QuarantineRequest], partition: int, side: NodeSide

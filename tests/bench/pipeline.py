@@ -653,7 +653,8 @@ async def scenario_flood(ctx: Context) -> None:
     env, sizes, sc = ctx.env, ctx.sizes, "flood"
     names = await env.topic_set(sc)
     group = f"{names.prefix}{APP_ID}"
-    inputs = input_topics(names)
+    # The backlog includes what the signal filter forwarded and the node agent has not read.
+    inputs = [*input_topics(names), names.node_signals]
     svc = classifier(env, names, policy=env.policy(GRACE_S), tag=sc)
     async with (
         Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
@@ -708,10 +709,11 @@ async def scenario_flood(ctx: Context) -> None:
             "s",
             "<= 60 s",
             caught.t - end <= 60,
-            f"lag <= {caught_up_at:,.0f} (committed offsets)",
+            f"lag <= {caught_up_at:,.0f} (committed offsets, inputs + node-signals)",
         )
         ctx.row(sc, "catch-up from flood start", caught.t - start, "s")
-        rate = (caught.done(inputs) - _done_at(lag.samples, start, inputs)) / (caught.t - start)
+        raw = input_topics(names)
+        rate = (caught.done(raw) - _done_at(lag.samples, start, raw)) / (caught.t - start)
         ctx.row(sc, "classifier rate during flood", rate, "rec/s", note="committed offsets")
     until = caught.t if caught is not None else float("inf")
     hw = prober.latencies("hardware", start, until)
