@@ -40,7 +40,6 @@ from schemas.errors import SchemaError
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 from streams.clock import InputClock, Lagging, never_lagging
-from streams.engine import evidence as ev
 from streams.engine.messages import NodeTermination
 from streams.engine.node_side import SignalClassifier
 from streams.glue import Out, dead_letter
@@ -61,10 +60,27 @@ class InputRecord:
 
 
 @dataclass(slots=True)
+class _Fold:
+    """Repeats of one signal within coalesce_ms, folded in a batch (becomes one Evidence)."""
+
+    signal: tuple[str, int | None, str, int | str]  # node, gpu_index, kind, code
+    cls: str
+    ts: int
+    last_ts: int
+    count: int
+
+    def evidence(self) -> dict[str, Any]:
+        node, gpu, kind, code = self.signal
+        last = None if self.last_ts == self.ts else self.last_ts
+        return Evidence(node, gpu, kind, code, self.ts, self.cls, self.count, last).to_dict()
+
+
+@dataclass(slots=True)
 class _Partition:
     """What one batch forwards for one partition, in order of first appearance."""
 
-    folds: dict[str, list[Evidence]]
+    folds: dict[str, list[_Fold]]  # per node, in order of creation
+    by_signal: dict[tuple[str, int | None, str, int | str], list[_Fold]]
     order: list[str | dict[str, Any]]  # a node (its folded evidence) or a termination
 
 
@@ -92,59 +108,104 @@ class SignalFilter:
         self.forgotten: Counter[str] = Counter()  # DLQ-less bad records, by topic
 
     def reduce(self, records: Iterable[InputRecord], wall_ms: int) -> list[Out]:
-        """The records to forward (and dead letters) for one batch of input records."""
-        names = self.names
+        """The records to forward (and dead letters) for one batch of input records.
+
+        `records` may be aiokafka's ConsumerRecords: only the InputRecord fields are read.
+        This loop is the classifier's hottest code (every input record): names are locals.
+        """
+        xid_t, health_t, term_t = self.sources
+        xid_class, condition_class = self.classify.xid_class, self.classify.condition_class
+        xids, conditions = self.xids, self.conditions
         parts: dict[int, _Partition] = {}
+        latest: dict[tuple[int, str], int] = {}  # (partition, topic) -> largest ts_ms
         dead: list[Out] = []
         for rec in records:
             topic, partition = rec.topic, rec.partition
+            cls: str | None = None
             try:
                 data = loads(rec.value or b"")
-                if topic == names.gpu_health:
+                if topic == health_t:
                     health = GpuHealth.from_dict(data)
-                    self.conditions[health.condition] += 1
-                    ts_ms, item = health.ts_ms, self.classify(health)
-                elif topic == names.gpu_xid:
+                    conditions[health.condition] += 1
+                    ts_ms = health.ts_ms
+                    cls = condition_class(health.condition)
+                    if cls is not None:
+                        signal: tuple[str, int | None, str, int | str] = (
+                            health.node,
+                            health.gpu_index,
+                            "health",
+                            health.condition,
+                        )
+                        count = 1
+                elif topic == xid_t:
                     xid = GpuXid.from_dict(data)
-                    self.xids[xid.xid] += 1
-                    ts_ms, item = xid.ts_ms, self.classify(xid)
-                elif topic == names.term_by_node:
+                    xids[xid.xid] += 1
+                    ts_ms = xid.ts_ms
+                    cls = xid_class(xid.xid)
+                    if cls is not None:
+                        signal, count = (xid.node, xid.gpu_index, "xid", xid.xid), xid.count
+                elif topic == term_t:
                     ts_ms = NodeTermination.from_dict(data).terminated_ts_ms
-                    item = None
                     termination: dict[str, Any] = data
                 else:
                     raise SchemaError("topic", f"signal filter does not read {topic!r}")
             except (SchemaError, KeyError, TypeError) as exc:
                 bad = dead_letter(
-                    names, topic, partition, rec.offset, rec.key, rec.value, str(exc), "schema"
+                    self.names, topic, partition, rec.offset, rec.key, rec.value, str(exc), "schema"
                 )
                 if bad is None:
                     self.forgotten[topic] += 1
                 else:
                     dead.append(bad)
                 continue
-            self.clock.candidate(partition, topic, ts_ms)
-            self.last_input_wall[partition] = wall_ms
+            seen = latest.get((partition, topic))
+            if seen is None or ts_ms > seen:
+                latest[partition, topic] = ts_ms
             part = parts.get(partition)
             if part is None:
-                part = parts[partition] = _Partition({}, [])
-            if topic == names.term_by_node:
+                part = parts[partition] = _Partition({}, {}, [])
+            if topic == term_t:
                 part.order.append(termination)
-            elif item is not None:
-                assert item.node is not None
-                folds = part.folds.get(item.node)
-                if folds is None:
-                    folds = part.folds[item.node] = []
-                    part.order.append(item.node)
-                # No cap here: the node side applies its own; a batch bounds the list.
-                ev.add(folds, item, self.coalesce_ms, sys.maxsize)
+            elif cls is not None:
+                self._fold(part, signal, cls, ts_ms, count)
+        for (partition, topic), ts_ms in latest.items():
+            self.clock.candidate(partition, topic, ts_ms)
+            self.last_input_wall[partition] = wall_ms
         return dead + [out for p, part in parts.items() for out in self._forward(p, part)]
+
+    def _fold(
+        self,
+        part: _Partition,
+        signal: tuple[str, int | None, str, int | str],
+        cls: str,
+        ts: int,
+        count: int,
+    ) -> None:
+        """Coalesce like `evidence.add` (the first fold of the same signal within coalesce_ms
+        takes it), on mutable folds: a flood's repeats allocate nothing."""
+        folds = part.by_signal.get(signal)
+        if folds is None:
+            folds = part.by_signal[signal] = []
+            if signal[0] not in part.folds:
+                part.folds[signal[0]] = []
+                part.order.append(signal[0])
+        else:
+            coalesce = self.coalesce_ms
+            for fold in folds:
+                if ts - coalesce <= fold.last_ts and ts >= fold.ts - coalesce:
+                    fold.ts = min(fold.ts, ts)
+                    fold.last_ts = max(fold.last_ts, ts)
+                    fold.count += count
+                    return
+        fold = _Fold(signal, cls, ts, ts, count)
+        folds.append(fold)
+        part.folds[signal[0]].append(fold)
 
     def _forward(self, partition: int, part: _Partition) -> list[Out]:
         items: list[dict[str, Any]] = []
         for entry in part.order:
             if isinstance(entry, str):
-                items.extend({"evidence": e.to_dict()} for e in part.folds[entry])
+                items.extend({"evidence": f.evidence()} for f in part.folds[entry])
             else:
                 items.append({"termination": entry})
         return [

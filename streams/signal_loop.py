@@ -22,7 +22,7 @@ from gpufailover.kafka import make_consumer, make_producer
 from streams.clock import now_ms
 from streams.metrics import ClassifierMetrics
 from streams.policy import Policy
-from streams.signal_filter import InputRecord, SignalFilter
+from streams.signal_filter import SignalFilter
 
 log = logging.getLogger("gpufailover.classifier")
 POLL_MS = 100
@@ -114,11 +114,8 @@ class SignalLoop:
         consumer = self.consumer
         batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=BATCH_MAX)
         wall = now_ms()
-        records = [
-            InputRecord(tp.topic, tp.partition, m.offset, m.key, m.value)
-            for tp, messages in batch.items()
-            for m in messages
-        ]
+        # aiokafka's ConsumerRecords have InputRecord's fields: no copy on the hot path.
+        records = [m for messages in batch.values() for m in messages]
         outputs = self.filter.reduce(records, wall)
         for tp, messages in batch.items():
             self.uncommitted[tp] = messages[-1].offset + 1

@@ -103,17 +103,26 @@ class SignalClassifier:
 
     def __call__(self, rec: GpuXid | GpuHealth) -> Evidence | None:
         if isinstance(rec, GpuXid):
-            cls = self._xid_class.get(rec.xid)
+            cls = self.xid_class(rec.xid)
             if cls is None:
-                self.unknown_xids += 1  # never hardware: the policy has no row for it
-                return None
-            if cls == "ignore":
                 return None
             return Evidence(rec.node, rec.gpu_index, "xid", rec.xid, rec.ts_ms, cls, rec.count)
-        cls = self._condition_class.get(rec.condition, "ignore")
-        if cls == "ignore":
+        cls = self.condition_class(rec.condition)
+        if cls is None:
             return None
         return Evidence(rec.node, rec.gpu_index, "health", rec.condition, rec.ts_ms, cls)
+
+    def xid_class(self, code: int) -> str | None:
+        """The evidence class of an XID code; None when ignored or unknown (counted)."""
+        cls = self._xid_class.get(code)
+        if cls is None:
+            self.unknown_xids += 1  # never hardware: the policy has no row for it
+            return None
+        return None if cls == "ignore" else cls
+
+    def condition_class(self, condition: str) -> str | None:
+        cls = self._condition_class.get(condition, "ignore")
+        return None if cls == "ignore" else cls
 
 
 class NodeSide:
