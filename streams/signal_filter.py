@@ -11,7 +11,7 @@ same partition number as the input:
   (classified, repeats within a batch folded: count, first and last time, exactly as the node
   side coalesces them, `streams.engine.evidence.add`) or `{"termination": ...}` (a
   `failover.term-by-node` record). Packed because faust's cost is per Kafka record: a wave of
-  100,000 distinct XIDs is 200 records for the node agent, not 100,000;
+  100,000 distinct XIDs is 2,000 records for the node agent, not 100,000;
 - `{"watermark": ts_ms}`: the partition's event time (`streams.clock.InputClock`: the largest
   ts_ms seen on the three inputs, held back by an input with unread records), at most every
   WATERMARK_EVERY_MS. The node agent moves time only on these, so it never runs ahead of
@@ -47,7 +47,7 @@ from streams.policy import Policy
 
 WATERMARK_EVERY_MS = 100  # a non-hardware decision waits at most this much more than its grace
 IDLE_EVERY_MS = 1_000  # idle markers, per partition, while it stays idle
-PACK_MAX = 500  # items per forwarded record (~100 KB: well under Kafka's 1 MB default)
+PACK_MAX = 50  # items per forwarded record (500 held 10 KB a node of faust memory: BENCHMARKS.md)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ Runs inside the classifier worker, beside the faust agents, in its own consumer 
 (`<app id>-signals`). The range assignor gives one member the same partition number of all
 three inputs, which the partition's watermark needs. At-least-once: offsets are committed
 only after everything forwarded up to them is acknowledged; a record seen twice after a crash
-adds to a count or answers a termination twice, both of which the node and job sides absorb.
+adds to a count or answers a termination twice, both of which the node and job sides absorb;
+so does a rebalance, which hands partitions over from their last commit.
 """
 
 from __future__ import annotations
@@ -80,9 +81,11 @@ class SignalLoop:
 
         class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             async def on_partitions_revoked(self, revoked: Any) -> None:
-                await loop._commit()
+                # No commit here: awaiting a commit inside aiokafka's rebalance callback stalled
+                # both workers of a 2-worker run. The new owner re-reads from the last commit
+                # (at most COMMIT_EVERY_MS of records, seen twice).
                 for tp in revoked:
-                    loop.uncommitted.pop(tp, None)  # the new owner re-reads from the commit
+                    loop.uncommitted.pop(tp, None)
                 loop.filter.forget({tp.partition for tp in revoked})
                 for tp in revoked:
                     loop.ends.pop((tp.topic, tp.partition), None)

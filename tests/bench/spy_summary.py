@@ -22,6 +22,8 @@ from pathlib import Path
 CLASSIFIER_GROUPS = (
     ("idle (epoll wait)", r"EpollSelector\.select"),
     ("consumer thread (aiokafka fetch under faust)", r"^thread \(\d+\): Thread-1"),
+    # Before the faust buckets: the filter runs as a faust app task, under faust/mode frames.
+    ("signal filter (SignalLoop/SignalFilter: batches)", r"SignalLoop\.|SignalFilter\."),
     ("metrics (prometheus_client, streams/metrics.py)", r"prometheus_client|streams/metrics\.py"),
     (
         "table writes (CodecTable/faust Table set, to_dict)",

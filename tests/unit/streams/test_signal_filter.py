@@ -134,10 +134,11 @@ def test_terminations_pass_through_unchanged_on_their_partition() -> None:
 
 def test_a_wave_of_distinct_signals_is_packed_in_bounded_records_in_input_order() -> None:
     f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
-    wave = [rec(NAMES.gpu_xid, xid(f"w{i:05}", 13, T0 + i), offset=i) for i in range(1_200)]
+    n = 2 * PACK_MAX + 7
+    wave = [rec(NAMES.gpu_xid, xid(f"w{i:05}", 13, T0 + i), offset=i) for i in range(n)]
     out = f.reduce(wave, wall_ms=0)
-    assert [len(orjson.loads(o.value)["signals"]) for o in out] == [PACK_MAX, PACK_MAX, 200]
-    assert [s["evidence"]["node"] for s in signals(out)] == [f"w{i:05}" for i in range(1_200)]
+    assert [len(orjson.loads(o.value)["signals"]) for o in out] == [PACK_MAX, PACK_MAX, 7]
+    assert [s["evidence"]["node"] for s in signals(out)] == [f"w{i:05}" for i in range(n)]
 
 
 def test_the_watermark_waits_for_an_input_with_unread_records() -> None:
