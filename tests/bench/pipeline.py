@@ -411,7 +411,19 @@ async def scenario_scaleout(ctx: Context) -> None:
         "yes" if same else f"no ({diff} differ)",
         target="same",
         ok=same and two.complete,
-        note=f"{len(two.decisions)} decisions, {two.duplicates} duplicates",
+        note=f"{len(two.decisions)} decisions, {two.duplicates} duplicates"
+        + "".join(
+            f"; {job}/{attempt}: 1 worker {one.decisions.get((job, attempt))},"
+            f" 2 workers {two.decisions.get((job, attempt))},"
+            f" replay {ctx.preloaded().decisions.get((job, attempt))}"
+            for job, attempt in sorted(
+                {
+                    k
+                    for k in one.decisions.keys() | two.decisions.keys()
+                    if one.decisions.get(k) != two.decisions.get(k)
+                }
+            )[:5]
+        ),
     )
     ctx.row(sc, "RSS per worker", max(two.rss_mb), "MB")
 
