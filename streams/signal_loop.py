@@ -11,7 +11,6 @@ so does a rebalance, which hands partitions over from their last commit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -108,8 +107,10 @@ class SignalLoop:
             while True:
                 await self._turn()
         finally:
-            with contextlib.suppress(Exception):
+            try:
                 await self._commit()
+            except Exception as exc:  # noqa: BLE001 - stopping anyway; say what it means
+                log.warning("signal filter: last commit failed (%r): records re-read", exc)
             await self.consumer.stop()
             await self.producer.stop()
 
@@ -135,12 +136,16 @@ class SignalLoop:
             await self._commit()
 
     async def _refresh(self, assigned: Iterable[TopicPartition]) -> None:
+        from aiokafka.errors import IllegalStateError
+
         consumer = self.consumer
         for tp in assigned:
             end = consumer.last_stable_offset(tp)
             self.ends[(tp.topic, tp.partition)] = consumer.highwater(tp) if end is None else end
-            with contextlib.suppress(Exception):  # revoked meanwhile: the listener cleans up
+            try:
                 self.positions[(tp.topic, tp.partition)] = await consumer.position(tp)
+            except IllegalStateError:  # revoked meanwhile: no longer ours to report
+                self.ends.pop((tp.topic, tp.partition), None)
 
     async def _commit(self) -> None:
         """Commit what was processed, once everything forwarded so far is acknowledged."""
@@ -159,8 +164,10 @@ class SignalLoop:
             # Kept for the next commit while the partitions stay here; a new owner re-reads
             # from the last commit instead (repeats, never gaps).
             log.warning("signal filter commit failed (%r): retried at the next commit", exc)
+            owned = self.consumer.assignment()
             for tp, offset in offsets.items():
-                self.uncommitted[tp] = max(offset, self.uncommitted.get(tp, 0))
+                if tp in owned:
+                    self.uncommitted[tp] = max(offset, self.uncommitted.get(tp, 0))
 
     def _report(self, batch: dict[Any, list[Any]], outputs: list[Any]) -> None:
         m, f, names = self.metrics, self.filter, self.names
