@@ -228,7 +228,10 @@ class NodeSide:
         state = self.nodes.get(item.node) or NodeState()
         kept = len(state.evidence) + len(state.releases)
         if self.clock.watermark is not None:
-            horizon = self.clock.watermark - p.retention_ms
+            # Relative to this signal's own time too: when the watermark runs far ahead of the
+            # job side (a backfill, a lagging job agent), a termination still on its way would
+            # otherwise find the node's earlier evidence pruned by a later, unrelated signal.
+            horizon = min(self.clock.watermark, item.ts_ms) - p.retention_ms
             ev.prune(state.evidence, horizon)
             if state.releases and state.releases[0] < horizon:
                 state.releases = [r for r in state.releases if r >= horizon]

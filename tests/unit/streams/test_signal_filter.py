@@ -10,6 +10,7 @@ import orjson
 from deploy.topics import TopicNames
 from schemas.decisions import Evidence
 from schemas.xid import GpuXid
+from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.glue import NodeGlue, Out
 from streams.policy import load_policy
@@ -203,3 +204,19 @@ def test_idle_marker_moves_the_node_agent_from_the_last_filter_watermark() -> No
     glue.handle(topic, 0, 1, None, orjson.dumps({"idle_ms": 5_000}))
     glue.handle(topic, 0, 2, None, orjson.dumps({"idle_ms": 6_000}))
     assert glue.sides[0].clock.watermark == T0 + 6_000  # not cumulative
+
+
+def test_a_watermark_far_ahead_of_the_job_side_keeps_what_a_late_termination_needs() -> None:
+    # The filter can run the node side's time far past terminations the job agent has not
+    # fanned out yet (backfill, 2-worker rebalance): a later signal on the node must not prune
+    # the evidence those terminations will ask for.
+    side = NodeSide(POLICY, {}, PartitionClock(), follow_records=False)
+    hardware = Evidence("n1", 0, "xid", 79, T0 - 10_000, "hardware")
+    side.on_evidence(hardware)
+    side.advance(T0 + 100 * POLICY.retention_ms)
+    side.on_evidence(Evidence("n1", 1, "xid", 13, T0 - 5_000, "software"))
+    (report,) = side.on_termination(
+        NodeTermination("j1", 0, "n1", T0)  # arrives after the watermark passed its window
+    )
+    assert isinstance(report, NodeReport) and report.closed
+    assert hardware in report.items
