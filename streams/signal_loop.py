@@ -28,6 +28,7 @@ log = logging.getLogger("gpufailover.classifier")
 POLL_MS = 100
 BATCH_MAX = 5_000
 COMMIT_EVERY_MS = 1_000
+TURN_TIMEOUT_S = 120.0
 
 
 class SignalLoop:
@@ -105,7 +106,15 @@ class SignalLoop:
         try:
             self.consumer.subscribe(list(self.topics), listener=Listener())
             while True:
-                await self._turn()
+                # A turn takes milliseconds (a rebalance, seconds). We have seen the loop stall
+                # after a 2-worker rebalance (cause unknown, BENCHMARKS.md): crash the worker
+                # rather than let it look alive while the node side decides nothing.
+                try:
+                    await asyncio.wait_for(self._turn(), TURN_TIMEOUT_S)
+                except TimeoutError:
+                    raise RuntimeError(
+                        f"signal filter made no progress for {TURN_TIMEOUT_S:.0f} s"
+                    ) from None
         finally:
             try:
                 await self._commit()
