@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 
 import orjson
 
@@ -55,6 +55,13 @@ class JobGlue:
             self.sides[partition] = side
             self.persisted[partition] = (clock.watermark, len(clock.deadlines))
         return side
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        """Partitions revoked: reload their clocks from the table if they come back."""
+        for partition in partitions:
+            self.sides.pop(partition, None)
+            self.persisted.pop(partition, None)
+            self.persisted_wall.pop(partition, None)
 
     def handle(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None

@@ -96,7 +96,9 @@ class SignalFilter:
         self.classify = SignalClassifier(policy)
         self.coalesce_ms = policy.coalesce_ms
         self.sources = (names.gpu_xid, names.gpu_health, names.term_by_node)
-        self.clock = InputClock(self.sources, idle_after_ms, lagging)
+        # The watermark is the time of the evidence only: a termination's time says nothing
+        # about which signals have been read (they come on other topics, at another pace).
+        self.clock = InputClock((names.gpu_xid, names.gpu_health), idle_after_ms, lagging)
         self.idle_after_ms = idle_after_ms
         self.sent_watermark: dict[int, int] = {}
         self.sent_watermark_wall: dict[int, int] = {}
@@ -158,9 +160,10 @@ class SignalFilter:
                 else:
                     dead.append(bad)
                 continue
-            seen = latest.get((partition, topic))
-            if seen is None or ts_ms > seen:
-                latest[partition, topic] = ts_ms
+            if topic != term_t:
+                seen = latest.get((partition, topic))
+                if seen is None or ts_ms > seen:
+                    latest[partition, topic] = ts_ms
             part = parts.get(partition)
             if part is None:
                 part = parts[partition] = _Partition({}, {}, [])
