@@ -40,6 +40,7 @@ from schemas.errors import SchemaError
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 from streams.clock import InputClock, Lagging, never_lagging
+from streams.engine.evidence import coalesces
 from streams.engine.messages import NodeTermination
 from streams.engine.node_side import SignalClassifier
 from streams.glue import Out, dead_letter
@@ -195,7 +196,7 @@ class SignalFilter:
         else:
             coalesce = self.coalesce_ms
             for fold in folds:
-                if ts - coalesce <= fold.last_ts and ts >= fold.ts - coalesce:
+                if coalesces(fold.ts, fold.last_ts, ts, coalesce):
                     fold.ts = min(fold.ts, ts)
                     fold.last_ts = max(fold.last_ts, ts)
                     fold.count += count
