@@ -72,7 +72,8 @@ def register(subparsers: Any) -> None:
         "restart",
         help="stop and start the same broker (same address, cluster and data)",
         description="Stop the broker (gracefully, or with --kill as a crash would) and start "
-        "it again on the same address with the same data. Prints the bootstrap address.",
+        "it again on the same address with the same data (with --fresh: a new, empty cluster "
+        "instead). Starts it if it was not running. Prints the bootstrap address.",
     )
     _add_stop_flags(restart)
     _add_start_flags(restart)
@@ -83,7 +84,9 @@ def register(subparsers: Any) -> None:
 
 
 def _add_start_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=60.0, help="readiness timeout, seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="readiness timeout, seconds (default 60)"
+    )
     parser.add_argument(
         "--fresh",
         action="store_true",
