@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from deploy.broker import Broker, running_broker
+from deploy.broker import Broker, BrokerError, running_broker
 from deploy.topics import describe_topics
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -93,6 +93,10 @@ async def test_restart_keeps_address_records_offsets_and_clients(
         await admin.close()
     before_id = await cluster_id(bootstrap)
     assert before_id == broker.cluster_id
+    with pytest.raises(BrokerError, match="already running"):
+        broker.start()
+    with pytest.raises(BrokerError, match="stop it before removing it"):
+        broker.remove_files()
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
     consumer = AIOKafkaConsumer(
