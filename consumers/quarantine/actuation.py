@@ -71,6 +71,10 @@ class ActuationQueue:
             return
         self._owed[node] = Owed(record, partition, offset)
 
+    def read_to(self, partition: int, position: int) -> None:
+        """The consumer's position: past transaction markers, which are not records."""
+        self._next_offset[partition] = max(self._next_offset.get(partition, 0), position)
+
     def due(self, now_ms: int) -> list[Owed]:
         """Owed actuations whose (re)try time has come, oldest read first."""
         ready = [o for o in self._owed.values() if o.next_try_ms <= now_ms]

@@ -79,6 +79,7 @@ class ActuationLoop:
                 for records in batch.values():
                     for raw in records:
                         self._read(InRecord.from_consumer(raw))
+                await self._read_positions()
                 await self._actuate_due()
                 await self._commit()
                 self._metrics.actuations_owed.set(len(self.queue))
@@ -87,6 +88,15 @@ class ActuationLoop:
                 await self._commit()
             await self._consumer.stop()
             self._consumer = None
+
+    async def _read_positions(self) -> None:
+        from aiokafka.errors import IllegalStateError
+
+        for tp in self._consumer.assignment():
+            try:
+                self.queue.read_to(tp.partition, await self._consumer.position(tp))
+            except IllegalStateError:
+                log.debug("actuator: %s revoked while reading its position", tp)
 
     def _poll_ms(self) -> int:
         next_try = self.queue.next_try_ms()

@@ -46,6 +46,8 @@ def test_offsets_commit_only_up_to_the_first_record_not_actuated() -> None:
     assert q.committable() == {0: 10, 1: 6}  # a is still owed
     q.succeeded(a)
     assert q.committable() == {0: 12, 1: 6} and len(q) == 0
+    q.read_to(0, 13)  # past a transaction marker
+    assert q.committable() == {0: 13, 1: 6}
 
 
 def test_a_failed_actuation_is_retried_after_its_back_off_and_blocks_its_offset() -> None:
