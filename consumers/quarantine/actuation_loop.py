@@ -62,7 +62,9 @@ class ActuationLoop:
 
         class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             async def on_partitions_revoked(self, revoked: Any) -> None:
-                await loop._commit()
+                # No commit here: awaiting one inside aiokafka's rebalance callback stalled
+                # the signal filter (streams/signal_loop.py). Each turn commits; the new owner
+                # redoes at most one turn's actuations, which are idempotent.
                 loop.queue.forget(tp.partition for tp in revoked)
                 for tp in revoked:
                     loop._committed.pop(tp.partition, None)
