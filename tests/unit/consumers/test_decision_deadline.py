@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from consumers.jobstatus import deadline
 from consumers.jobstatus.logic import JobStatusProcessor, StatusTable
 from consumers.jobstatus.metrics import JobStatusMetrics
-from consumers.jobstatus.records import Awaiting, JobStatus
+from consumers.jobstatus.records import Awaiting, JobStatus, Step
 from consumers.jobstatus.timeline import render
 from consumers.runtime.records import InRecord, Output
 from streams.engine.progress import JobAlert
@@ -188,3 +188,15 @@ async def test_status_shows_the_overdue_attempt() -> None:
     text = render(JobStatus.from_dict(value(status_out)))
     assert text.splitlines()[0].endswith("DECISION OVERDUE")
     assert "attempt 0: decision OVERDUE" in text and "300 s after it was read" in text
+
+
+def test_the_wait_round_trips_through_the_status_record_and_old_records_still_read() -> None:
+    status = JobStatus(
+        "j",
+        (Step("Pending-failoverinprogress", 0, 5, "terminated"),),
+        (Awaiting(0, 5, 10), Awaiting(1, 6, 11, overdue_ms=12)),
+    )
+    assert JobStatus.from_dict(status.to_dict()) == status
+    before = status.to_dict()
+    del before["awaiting_decision"]  # written before the deadline existed
+    assert JobStatus.from_dict(before).awaiting == ()
