@@ -1,9 +1,13 @@
 """The quarantine service on Kafka: `run_quarantine(settings, stop)`.
 
 Startup: rebuild the quarantine set by reading `nodes.quarantine` to its end, restore the
-breaker from its latest state on `failover.alerts`, then consume requests, decisions and reset
-commands in one consumer group, one transaction per batch. The tail keeps following
-`nodes.quarantine`, so operator releases reach the running service.
+breaker from its latest state on `failover.alerts`, then run two stages side by side:
+- decide: consume requests, decisions and reset commands in one consumer group, one
+  transaction per batch, writing the desired state to `nodes.quarantine`;
+- actuate: consume `nodes.quarantine` in the group `<group>-actuator` and carry each desired
+  state out, committing only what was actuated (`actuation_loop.py`).
+The tail keeps following `nodes.quarantine`, so operator releases reach the running service.
+If either stage fails, the other is stopped and the service fails: no half-alive service.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from consumers.quarantine import alerts
+from consumers.quarantine.actuation_loop import ActuationLoop
 from consumers.quarantine.actuator import Actuator, make_actuator
 from consumers.quarantine.breaker import BreakerState
 from consumers.quarantine.config import QuarantineSettings
@@ -23,6 +28,7 @@ from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.loop import LoopConfig, TransactionalLoop
 from consumers.runtime.oneshot import read_key
 from consumers.runtime.records import InRecord
+from consumers.runtime.supervise import run_together
 from consumers.runtime.tail import TopicTail
 from schemas.codec import loads
 from schemas.errors import SchemaError
@@ -55,6 +61,15 @@ async def run_quarantine(
         name=f"{common.group_id}-table",
         on_error=table_error,
     )
+    actuation = ActuationLoop(
+        common.bootstrap,
+        f"{common.group_id}-actuator",
+        names.nodes_quarantine,
+        act,
+        metrics,
+        backoff=settings.actuator_backoff,
+        dry_run=settings.dry_run,
+    )
     processor = QuarantineProcessor(
         names,
         settings.breaker,
@@ -69,7 +84,6 @@ async def run_quarantine(
         await tail.sync(SYNC_TIMEOUT_S)
         processor.breaker = await restore_breaker(common.bootstrap, names.failover_alerts)
         processor.watermark = max(table.quarantined_at.values(), default=0)
-        processor.live = True
         log.info(
             "quarantine service %s: %d nodes quarantined, breaker %s%s",
             common.group_id,
@@ -84,7 +98,9 @@ async def run_quarantine(
             topics=(names.quarantine_requests, names.failover_decisions, names.failover_alerts),
             names=names,
         )
-        await TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
+        await run_together(
+            TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop), actuation.run(stop)
+        )
 
 
 async def restore_breaker(bootstrap: str, alerts_topic: str) -> BreakerState:

@@ -58,6 +58,11 @@ class Processor(Protocol):
     async def idle(self) -> None:
         """Called on every loop turn, batch or not."""
 
+    def due(self, ready: frozenset[tuple[str, int]]) -> list[Output]:
+        """Outputs a timer owes now (staged like `handle`'s, committed in their own
+        transaction). `ready`: the assigned (topic, partition)s read to their end as of the
+        last fetch: only what they cover is known to be complete."""
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -126,7 +131,9 @@ class TransactionalLoop:
                     await _wait(stop, self._cfg.retry_backoff_s)
                 else:
                     self._metrics.last_progress.set_to_current_time()
-                await self._report_lag(consumer)
+                ready = await self._report_lag(consumer)
+                if not await self._flush_due(ready):
+                    await _wait(stop, self._cfg.retry_backoff_s)
                 await self._processor.idle()
         finally:
             await self._close_producer()
@@ -178,11 +185,38 @@ class TransactionalLoop:
         await self._processor.committed(acks)
         return True
 
-    async def _report_lag(self, consumer: Any) -> None:
+    async def _flush_due(self, ready: frozenset[tuple[str, int]]) -> bool:
+        """Publish what the processor's timers owe, in one transaction; False on failure (the
+        staged changes are dropped and the timers fire again on a later turn)."""
+        from aiokafka.errors import KafkaError
+
+        self._processor.begin()
+        outputs = self._processor.due(ready)
+        if not outputs:
+            return True
+        try:
+            acks = await self._publish(outputs, {})
+        except _fatal_errors():
+            self._processor.rollback()
+            raise
+        except (KafkaError, OSError, TimeoutError) as exc:
+            self._processor.rollback()
+            self._metrics.commit_failures.inc()
+            log.warning("transaction of timer outputs failed (%r); retried later", exc)
+            await self._new_producer()
+            return False
+        for ack in acks:
+            self._metrics.produced.labels(topic=self._logical(ack.output.topic)).inc()
+        await self._processor.committed(acks)
+        return True
+
+    async def _report_lag(self, consumer: Any) -> frozenset[tuple[str, int]]:
         """Lag of each assigned partition: its last stable offset (read_committed: transaction
-        markers are not records) minus the next offset to consume, as of the last fetch."""
+        markers are not records) minus the next offset to consume, as of the last fetch.
+        Returns the partitions read to that end."""
         from aiokafka.errors import IllegalStateError
 
+        ready: set[tuple[str, int]] = set()
         for tp in consumer.assignment():
             end = consumer.last_stable_offset(tp)
             if end is None:
@@ -197,6 +231,9 @@ class TransactionalLoop:
             self._metrics.lag.labels(
                 topic=self._logical(tp.topic), partition=str(tp.partition)
             ).set(max(0, end - position))
+            if position >= end:
+                ready.add((tp.topic, tp.partition))
+        return frozenset(ready)
 
     async def _publish(self, outputs: list[Output], offsets: dict[Any, int]) -> list[Ack]:
         futures = []
@@ -204,7 +241,8 @@ class TransactionalLoop:
             for out in outputs:
                 futures.append(await self._producer.send(out.topic, out.value, key=out.key))
             metadata = [await fut for fut in futures]
-            await self._producer.send_offsets_to_transaction(offsets, self._cfg.group_id)
+            if offsets:
+                await self._producer.send_offsets_to_transaction(offsets, self._cfg.group_id)
         return [
             Ack(out, md.partition, md.offset) for out, md in zip(outputs, metadata, strict=True)
         ]

@@ -42,6 +42,9 @@ class Picky:
     async def idle(self) -> None:
         return None
 
+    def due(self, ready: frozenset[tuple[str, int]]) -> list[Output]:
+        return []
+
 
 def test_failures_become_dead_letters_and_good_records_pass() -> None:
     registry = CollectorRegistry()

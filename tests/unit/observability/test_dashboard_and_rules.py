@@ -96,6 +96,8 @@ def test_alert_rules_cover_the_issue_and_carry_severity_and_summary() -> None:
         "GpuFailoverConsumerLagGrowing",
         "GpuFailoverDeadLetters",
         "GpuFailoverAgentNotReporting",
+        "GpuFailoverDecisionOverdue",
+        "GpuFailoverActuationFailing",
     }
     for r in rules:
         assert r["labels"]["severity"] in {"warning", "critical"}, r["alert"]
@@ -104,6 +106,12 @@ def test_alert_rules_cover_the_issue_and_carry_severity_and_summary() -> None:
     lag = [r["expr"] for r in rules if r["alert"] == "GpuFailoverConsumerLagGrowing"]
     for c in ("classifier", "quarantine", "requeue", "jobstatus"):
         assert any(f"gpufailover_{c}_consumer_lag" in e for e in lag), c
+    # The decision deadline is watched through the job status service, which keeps running
+    # when the classifier is down; and unactuated quarantines through the quarantine service.
+    by_name = {r["alert"]: r["expr"] for r in rules}
+    assert "gpufailover_jobstatus_overdue_decisions" in by_name["GpuFailoverDecisionOverdue"]
+    assert "gpufailover_classifier" not in by_name["GpuFailoverDecisionOverdue"]
+    assert "gpufailover_quarantine_actuations_owed" in by_name["GpuFailoverActuationFailing"]
 
 
 def test_every_metric_the_dashboard_and_rules_query_is_declared_by_a_component() -> None:
