@@ -8,6 +8,7 @@ twice differently, and each malformed record gets exactly one dead letter (by it
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from deploy.broker import running_broker
 from deploy.topics import TopicNames, create_topics
 from streams.policy import load_policy
 from tests.integration.incident_mix import Mix, compared, end_marker, incident_mix
@@ -49,13 +51,18 @@ async def _end_of_input(bootstrap: str, n: TopicNames, mix: Mix) -> None:
         await produce(bootstrap, marker, partition=partition)
 
 
-async def _decisions(bootstrap: str, n: TopicNames, at_least: int, timeout_s: float) -> list[Rec]:
-    return await wait_for(
-        bootstrap,
-        [n.failover_decisions],
-        lambda rs: len({(r.key, r.value["attempt"]) for r in rs}) >= at_least,
-        timeout_s=timeout_s,
-    )
+async def _decisions(
+    bootstrap: str, n: TopicNames, at_least: int, worker: Service, timeout_s: float = 240
+) -> list[Rec]:
+    try:
+        return await wait_for(
+            bootstrap,
+            [n.failover_decisions],
+            lambda rs: len({(r.key, r.value["attempt"]) for r in rs}) >= at_least,
+            timeout_s=timeout_s,
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nworker log:\n{worker.log_tail()}") from None
 
 
 async def _check(bootstrap: str, n: TopicNames, mix: Mix) -> None:
@@ -101,7 +108,7 @@ async def test_a_worker_joining_and_one_leaving_mid_stream_decides_like_replay(
     second: Service | None = None
     try:
         await produce(kafka_bootstrap, records[:third] + bad[:1])
-        await _decisions(kafka_bootstrap, n, 3, timeout_s=120)
+        await _decisions(kafka_bootstrap, n, 3, first)
         second = _worker(kafka_bootstrap, n, tmp_path).start()  # joins mid-stream
         await produce(kafka_bootstrap, records[third : 2 * third] + bad[1:])
         await second.wait_for_log("Worker ready", timeout_s=120)
@@ -126,7 +133,7 @@ async def test_a_worker_killed_between_halves_decides_like_replay_after_restart(
     worker = _worker(kafka_bootstrap, n, tmp_path).start()
     try:
         await produce(kafka_bootstrap, records[:half] + bad)
-        await _decisions(kafka_bootstrap, n, 3, timeout_s=120)
+        await _decisions(kafka_bootstrap, n, 3, worker)
         assert worker.proc is not None
         worker.proc.kill()  # SIGKILL: no clean shutdown, no last commit
         worker.proc.wait()
@@ -136,3 +143,21 @@ async def test_a_worker_killed_between_halves_decides_like_replay_after_restart(
             await _check(kafka_bootstrap, n, mix)
     finally:
         worker.stop()
+
+
+@pytest.mark.timeout(600)
+async def test_the_broker_restarted_mid_stream_decides_like_replay(tmp_path: Path) -> None:
+    # Its own broker: the session's is shared by the other tests.
+    with running_broker() as broker:
+        bootstrap = broker.bootstrap
+        n, mix = await _topics(bootstrap, "broker-restart"), _mix(seed=13)
+        records = mix.published(n)
+        half = len(records) // 2
+        bad = [(n.name(topic), key, value) for topic, key, value in BAD]
+        with _worker(bootstrap, n, tmp_path) as worker:
+            await produce(bootstrap, records[:half] + bad)
+            await _decisions(bootstrap, n, 3, worker)
+            await asyncio.to_thread(broker.restart, hard=True)  # SIGKILL, same address
+            await produce(bootstrap, records[half:])
+            await _end_of_input(bootstrap, n, mix)
+            await _check(bootstrap, n, mix)
