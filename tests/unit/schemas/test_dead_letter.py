@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deploy.topics import SPECS
 from schemas.dead_letter import (
@@ -139,3 +141,20 @@ def test_every_input_topic_with_a_dead_letter_topic_has_one_owner() -> None:
     assert set(OWNERS.values()) <= COMPONENTS
     assert owner("jobs.events") == "job-agent" and owner("failover.node-signals") is None
     assert dead_letter_topic("gpu.xid") == "gpu.xid.dlq" and dead_letter_topic(None) == "replay.dlq"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.one_of(st.none(), st.binary(max_size=2_000), st.text(max_size=500).map(str.encode)),
+    key=st.one_of(st.none(), st.binary(max_size=100)),
+    error=st.text(min_size=1, max_size=200),
+    partition=st.integers(0, 1_000),
+    offset=st.integers(0, 2**62),
+)
+def test_any_record_round_trips_and_keeps_its_value_exactly(
+    value: bytes | None, key: bytes | None, error: str, partition: int, offset: int
+) -> None:
+    letter = kafka_letter(value, key=key, error=error, partition=partition, offset=offset)
+    assert round_trip(letter) == letter
+    assert letter.raw_bytes() == value  # under MAX_RAW_BYTES nothing is cut or altered
+    assert letter.kafka_key() == f"p.jobs.events[{partition}]@{offset}".encode()
