@@ -23,6 +23,7 @@ from consumers.runtime.metrics import LoopMetrics
 from consumers.runtime.records import InRecord, Output, dead_letter, owned_elsewhere
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
+from schemas.dead_letter import COMPONENTS as DEAD_LETTER_COMPONENTS
 from schemas.errors import SchemaError
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,9 @@ class _Listener:
 
 class TransactionalLoop:
     def __init__(self, cfg: LoopConfig, processor: Processor, metrics: LoopMetrics) -> None:
+        if metrics.component not in DEAD_LETTER_COMPONENTS:
+            # Fail at startup, not at the first bad record (its dead letter names the component).
+            raise ValueError(f"{metrics.component!r} is not a component in schemas.dead_letter")
         self._cfg = cfg
         self._processor = processor
         self._metrics = metrics

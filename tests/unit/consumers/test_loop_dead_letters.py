@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import orjson
+import pytest
 from consumer_fakes import NAMES, rec
 from prometheus_client import CollectorRegistry
 
@@ -85,3 +86,9 @@ def test_a_malformed_record_another_component_owns_is_counted_not_dead_lettered(
     assert count("bad_records_skipped_total", topic="jobs.events") == 1
     assert count("dead_lettered_total", topic="jobs.events", error="decode") is None
     assert count("dead_lettered_total", topic="jobs.events", error="process") == 1
+
+
+def test_a_service_unknown_to_the_dead_letter_schema_fails_at_startup() -> None:
+    cfg = LoopConfig("b:1", "grp", "grp-x", (NAMES.jobs_events,), NAMES)
+    with pytest.raises(ValueError, match="not a component"):
+        TransactionalLoop(cfg, Picky(), LoopMetrics.create(CollectorRegistry(), "nobody"))
