@@ -206,7 +206,8 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
                     msg.key,
                     msg.value,
                     f"{type(exc).__name__}: {exc}",
-                    "processing",
+                    "process",
+                    f"{agent}-agent",
                 )
                 results = [bad] if bad else []
             for out in results:

@@ -15,6 +15,7 @@ import orjson
 
 from deploy.topics import TopicNames
 from schemas.codec import loads
+from schemas.dead_letter import DeadLetter
 from schemas.decisions import Decision, Evidence
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -48,8 +49,10 @@ def dead_letter(
     value: bytes | None,
     error: str,
     kind: str,
+    component: str,
 ) -> Out | None:
-    """The DLQ record for a bad input; None (logged) for topics without a DLQ (internal)."""
+    """The DLQ record (`schemas.dead_letter`) for a bad input; None (logged) for topics without
+    a DLQ (internal: written by the classifier itself)."""
     log.warning("dead-lettering %s[%d]@%d: %s (%s)", topic, partition, offset, error, kind)
     try:
         dlq = names.dlq(topic)
@@ -58,17 +61,18 @@ def dead_letter(
             "no DLQ for %s[%d]@%d: record dropped after error: %s", topic, partition, offset, error
         )
         return None
-    body = {
-        "error": error,
-        "error_kind": kind,
-        "topic": topic,
-        "partition": partition,
-        "offset": offset,
-        "key": key.decode("utf-8", "replace") if key is not None else None,
-        "raw": value.decode("utf-8", "replace") if value is not None else None,
-        "dead_lettered_ts_ms": now_ms(),
-    }
-    return Out(dlq, key, orjson.dumps(body))
+    letter = DeadLetter.of(
+        error=error,
+        error_kind=kind,
+        component=component,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        key=key,
+        value=value,
+        now_ms=now_ms(),
+    )
+    return Out(dlq, letter.kafka_key(), letter.encode())
 
 
 class NodeGlue:
@@ -125,7 +129,9 @@ class NodeGlue:
             else:
                 raise SchemaError("topic", f"node agent does not read {topic!r}")
         except (SchemaError, KeyError, TypeError, ValueError) as exc:
-            bad = dead_letter(names, topic, partition, offset, key, value, str(exc), "schema")
+            bad = dead_letter(
+                names, topic, partition, offset, key, value, str(exc), "decode", "node-agent"
+            )
             return [bad] if bad else []
         return self._encode(outputs, partition, side)
 

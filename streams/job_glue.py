@@ -91,7 +91,9 @@ class JobGlue:
             else:
                 raise SchemaError("topic", f"job agent does not read {topic!r}")
         except (SchemaError, KeyError, TypeError) as exc:
-            bad = dead_letter(names, topic, partition, offset, key, value, str(exc), "schema")
+            bad = dead_letter(
+                names, topic, partition, offset, key, value, str(exc), "decode", "job-agent"
+            )
             return [bad] if bad else []
         self.time.record_done(partition, tracker.clock.watermark)
         return self._encode(outputs, partition, tracker)

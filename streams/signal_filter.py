@@ -154,7 +154,15 @@ class SignalFilter:
                     raise SchemaError("topic", f"signal filter does not read {topic!r}")
             except (SchemaError, KeyError, TypeError) as exc:
                 bad = dead_letter(
-                    self.names, topic, partition, rec.offset, rec.key, rec.value, str(exc), "schema"
+                    self.names,
+                    topic,
+                    partition,
+                    rec.offset,
+                    rec.key,
+                    rec.value,
+                    str(exc),
+                    "decode",
+                    "signal-filter",
                 )
                 if bad is None:
                     self.forgotten[topic] += 1

@@ -1,11 +1,12 @@
 """The consume-process-produce loop every service runs, one Kafka transaction per batch.
 
 Per batch: decode and process each record (a record that fails goes to its dead-letter topic
-with its coordinates and the error: never a crash, never a silent skip), then publish every
-output and commit the batch's offsets in one transaction. The output is acknowledged (acks=all)
-before the offsets count, and a restart resumes exactly after the last committed batch. When a
-transaction fails, the processor's staged state is dropped, the consumer seeks back to the batch
-and the batch is processed again with a new producer.
+with its coordinates and the error: never a crash, never a silent skip; a malformed record of a
+topic another component owns is counted and skipped, as that one dead-letters it), then publish
+every output and commit the batch's offsets in one transaction. The output is acknowledged
+(acks=all) before the offsets count, and a restart resumes exactly after the last committed
+batch. When a transaction fails, the processor's staged state is dropped, the consumer seeks
+back to the batch and the batch is processed again with a new producer.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from consumers.runtime.metrics import LoopMetrics
-from consumers.runtime.records import InRecord, Output, dead_letter
+from consumers.runtime.records import InRecord, Output, dead_letter, owned_elsewhere
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
+from schemas.dead_letter import COMPONENTS as DEAD_LETTER_COMPONENTS
 from schemas.errors import SchemaError
 
 log = logging.getLogger(__name__)
@@ -108,6 +110,9 @@ class _Listener:
 
 class TransactionalLoop:
     def __init__(self, cfg: LoopConfig, processor: Processor, metrics: LoopMetrics) -> None:
+        if metrics.component not in DEAD_LETTER_COMPONENTS:
+            # Fail at startup, not at the first bad record (its dead letter names the component).
+            raise ValueError(f"{metrics.component!r} is not a component in schemas.dead_letter")
         self._cfg = cfg
         self._processor = processor
         self._metrics = metrics
@@ -254,13 +259,26 @@ class TransactionalLoop:
         try:
             return self._processor.handle(rec)
         except SchemaError as exc:
+            component = self._metrics.component
+            owner = owned_elsewhere(self._cfg.names, rec.topic, component)
+            if owner is not None:
+                # One dead letter per bad record: its topic's owner writes it, not every reader.
+                log.warning(
+                    "malformed record at %s skipped (%s dead-letters it): %s", rec.where, owner, exc
+                )
+                self._metrics.skipped_bad.labels(topic=topic).inc()
+                return []
             log.warning("malformed record at %s dead-lettered: %s", rec.where, exc)
             kind, error = "decode", exc
         except Exception as exc:
             log.exception("record at %s could not be processed; dead-lettered", rec.where)
             kind, error = "process", exc
         self._metrics.dlq.labels(topic=topic, error=kind).inc()
-        return [dead_letter(self._cfg.names, rec, kind, error, self._cfg.group_id)]
+        return [
+            dead_letter(
+                self._cfg.names, rec, kind, error, self._metrics.component, self._cfg.group_id
+            )
+        ]
 
     def _logical(self, real: str) -> str:
         try:

@@ -33,6 +33,7 @@ from consumers.runtime.records import dead_letter_topic
 from deploy.topics import TopicNames
 from gpufailover.cli import main as cli_main
 from gpufailover.kafka import make_consumer
+from schemas.dead_letter import DeadLetter
 from schemas.decisions import Decision, Evidence
 
 DEADLINE_S = 30.0
@@ -339,7 +340,11 @@ async def test_malformed_records_are_dead_lettered_and_good_ones_still_processed
 ) -> None:
     b, n = kafka_bootstrap, topic_names
     bad_decision = decision("job-bad") | {"verdict": "cosmic-rays"}
-    async with running(quarantine(b, n, LogActuator())), running(requeue(b, n)):
+    async with (
+        running(quarantine(b, n, LogActuator())),
+        running(requeue(b, n)),
+        running(job_status(b, n)),
+    ):
         await produce(
             b,
             [
@@ -353,14 +358,20 @@ async def test_malformed_records_are_dead_lettered_and_good_ones_still_processed
         await wait_consumed(b, f"{n.prefix}quarantine", n.quarantine_requests)
         await wait_consumed(b, f"{n.prefix}quarantine", n.failover_decisions)
         await wait_consumed(b, f"{n.prefix}requeue", n.failover_decisions)
+        await wait_consumed(b, f"{n.prefix}job-status", n.failover_decisions)
     topics = {dead_letter_topic(n, t) for t in (n.failover_decisions, n.quarantine_requests)}
     letters = [v for t in sorted(topics) for _, v in await read(b, t)]
-    dead = [v for v in letters if v.get("kind") == "dead-letter"]
-    by_consumer = {(v["consumer"], v["topic"], v["offset"]) for v in dead}
-    assert len(by_consumer) == 5  # 2 decisions x 2 services + 1 request
-    assert {v["error_kind"] for v in dead} == {"decode"}
-    assert any("verdict" in v["error"] for v in dead)
-    assert all(v["partition"] >= 0 and v["value"] is not None for v in dead)
+    dead = [DeadLetter.from_dict(v) for v in letters]
+    # Three services read the decisions; only their owner (job status) dead-letters a bad one.
+    by_record = {(d.component, d.topic, d.offset) for d in dead}
+    assert len(dead) == len(by_record) == 3
+    assert {(d.component, d.topic) for d in dead} == {
+        ("jobstatus", n.failover_decisions),
+        ("quarantine", n.quarantine_requests),
+    }
+    assert {d.error_kind for d in dead} == {"decode"}
+    assert any("verdict" in d.error for d in dead)
+    assert all(d.partition is not None and d.raw is not None for d in dead)
 
 
 async def test_release_command_publishes_a_released_record_the_service_actuates(
