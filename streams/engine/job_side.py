@@ -21,6 +21,7 @@ from streams.policy import Policy
 JobOutput = Decision | NodeTermination
 # Decided attempts remembered per job to ignore duplicates; older ones are long settled.
 DECIDED_MEMORY = 16
+CLOSED_LONG_AGO_MS = 10 * 365 * 86_400_000  # a window closed under the old format
 
 
 @dataclass(slots=True)
@@ -43,11 +44,14 @@ class Pending:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Pending:
-        p = Pending(
-            Termination.from_dict(d["term"]),
-            complete=dict(d["complete"]),
-            requested=d["requested"],
-        )
+        term = Termination.from_dict(d["term"])
+        if "complete" in d:
+            complete: dict[str, int | None] = dict(d["complete"])
+        else:  # written before the completeness rule: answered nodes, closed windows
+            complete = {node: None for node in d["answered"]}
+            # Nothing more comes from a closed window: complete past any decision time.
+            complete.update({node: term.ts_ms + CLOSED_LONG_AGO_MS for node in d["closed"]})
+        p = Pending(term, complete=complete, requested=d.get("requested"))
         for e in d["items"]:
             item = Evidence.from_dict(e)
             p.items[_item_key(item)] = item

@@ -251,3 +251,22 @@ def test_any_interleaving_of_partitions_gives_replays_decision(seed: int) -> Non
             job_event_sent = True
     (got,) = e.decisions
     assert _key(got) == _key(expected), (seed, partition_of)
+
+
+def test_a_pending_termination_written_before_the_completeness_rule_still_decides() -> None:
+    """Job states restored from a changelog written by the previous version (answered and
+    closed sets, no watermarks) keep working after an upgrade."""
+    from streams.engine.decide import Termination, reason_evidence
+    from streams.engine.job_side import Pending
+
+    term = Termination("job-1", 0, T, (A, B), "OOMKilled", True, "standard", None)
+    reason = reason_evidence(term, POLICY)
+    assert reason is not None
+    items = [reason.to_dict()]
+    old = {"term": term.to_dict(), "items": items, "answered": [A, B], "closed": [A]}
+    restored = Pending.from_dict(old)
+    assert restored.complete[B] is None and restored.complete_to() is None
+    side = JobSide(POLICY, {"job-1": JobState({0: restored})})
+    closed = NodeReport("job-1", 0, B, (), initial=False, closed=True)  # an old-format report
+    (d,) = side.on_node_report(closed)
+    assert isinstance(d, Decision) and d.verdict == "software"
