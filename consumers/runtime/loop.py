@@ -123,7 +123,16 @@ class TransactionalLoop:
 
         # aiokafka insists on an instance of its (untyped) base class: mix it in at run time.
         listener = type("Listener", (_Listener, ConsumerRebalanceListener), {})(self._processor)
-        consumer = make_consumer(self._cfg.bootstrap, self._cfg.group_id)
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+
+        # Range assignment gives one member partition p of every topic it reads: the topics
+        # are co-partitioned by job or node, so a job's events and its decisions meet in the
+        # same instance (round-robin could split them between two).
+        consumer = make_consumer(
+            self._cfg.bootstrap,
+            self._cfg.group_id,
+            partition_assignment_strategy=(RangePartitionAssignor,),
+        )
         await consumer.start()
         try:
             consumer.subscribe(list(self._cfg.topics), listener=listener)
