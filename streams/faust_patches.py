@@ -1,0 +1,254 @@
+"""Patches for faust-streaming 0.15.3: input records lost when a worker resumes after recovery.
+
+The race (faust issue #596; reproduced by tests/integration/test_classifier_restart.py): at the
+end of table recovery faust resumes the input partitions, then awaits the seek to the committed
+offsets, then clears every stream buffer (`flow_control.resume()`). Records fetched in that
+window are marked read but cleared before an agent takes them, so they are never fetched again;
+the next record is acked and the commit moves past them (a 1-record head gap is committed over).
+
+1. `resume inputs after the clear`: during `Recovery.on_recovery_completed` and
+   `Recovery._resume_streams`, input partitions are resumed right after the buffers are cleared
+   instead of before the seek, so nothing can be fetched into a buffer that is about to be
+   cleared. (The order before faust PR #241.)
+2. `hole guard`: every record the fetcher hands to the streams is remembered until it is acked.
+   One that a later record of its partition overtakes unacked was lost: it is logged, counted,
+   and that partition's commits are held at it, so a restart processes it again instead of the
+   commit silently passing it. Defence in depth for the other paths noted in
+   docs of faust #596/#606; with patch 1 none has been seen.
+
+`apply()` is idempotent; `streams.app` calls it at import. To measure the race,
+`GPUFAILOVER_FAUST_PATCHES=guard-only` leaves faust's order as it is (the guard reports the loss)
+and `none` applies nothing (faust as released); the default is `all`.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+from faust.tables.recovery import Recovery
+from faust.transport.consumer import Consumer
+
+log = logging.getLogger("gpufailover.faust_patches")
+
+FAUST_VERSION = "0.15.3"  # the patches read faust internals of exactly this release
+PATCHES_ENV = "GPUFAILOVER_FAUST_PATCHES"
+PATCH_SETS = ("all", "guard-only", "none")
+
+_applied: set[str] = set()
+
+
+@dataclass
+class _Partition:
+    handed: list[int] = field(default_factory=list)  # heap: handed to streams, not yet passed
+    next_offset: int | None = None  # the next offset the agent should ack (None: unknown)
+    hole: int | None = None  # lowest offset lost since the last seek
+
+
+class OffsetWatch:
+    """Per input partition: which records were handed to the streams and never acked.
+
+    Pure bookkeeping (no faust): the consumer patches feed it. Agents run with concurrency=1,
+    so acks on one partition come in offset order; a handed offset below an acked one that was
+    never acked itself is a record no agent processed.
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[Any, _Partition] = {}
+        self.lost_total = 0
+
+    def handed(self, tp: Any, offset: int) -> None:
+        heapq.heappush(self._parts.setdefault(tp, _Partition()).handed, offset)
+
+    def acked(self, tp: Any, offset: int) -> list[int]:
+        """Record an ack; return the offsets it shows were lost (usually none)."""
+        part = self._parts.setdefault(tp, _Partition())
+        heap, lost = part.handed, list[int]()
+        while heap and heap[0] <= offset:
+            handed = heapq.heappop(heap)
+            passed = part.next_offset is not None and handed < part.next_offset
+            if handed < offset and not passed and (not lost or lost[-1] != handed):
+                lost.append(handed)
+        if part.next_offset is None or offset >= part.next_offset:
+            part.next_offset = offset + 1
+        if lost:
+            self.lost_total += len(lost)
+            part.hole = lost[0] if part.hole is None else min(part.hole, lost[0])
+        return lost
+
+    def sought(self, tp: Any, position: int | None) -> None:
+        """The consumer moved to `position` (the committed offset): records from there on are
+        fetched again, so an earlier hole is healed; older handed offsets are done with."""
+        part = self._parts.setdefault(tp, _Partition())
+        part.next_offset, part.hole = position, None
+        if position is not None:
+            part.handed = [o for o in part.handed if o >= position]
+            heapq.heapify(part.handed)
+
+    def commit_limit(self, tp: Any, offset: int | None) -> int | None:
+        """The offset to commit instead of `offset`: never past a lost record."""
+        part = self._parts.get(tp)
+        if offset is None or part is None or part.hole is None:
+            return offset
+        return min(offset, part.hole)
+
+    def holes(self) -> dict[Any, int]:
+        return {tp: p.hole for tp, p in self._parts.items() if p.hole is not None}
+
+
+def watch_of(consumer: Any) -> OffsetWatch:
+    """The consumer's OffsetWatch (created on first use)."""
+    watch: OffsetWatch | None = consumer.__dict__.get("_gpufailover_watch")
+    if watch is None:
+        watch = consumer.__dict__["_gpufailover_watch"] = OffsetWatch()
+    return watch
+
+
+def _is_input(consumer: Any, tp: Any) -> bool:
+    return not consumer._is_changelog_tp(tp) and consumer.app.topics.acks_enabled_for(tp.topic)
+
+
+def _patch_drain(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    @functools.wraps(original)
+    async def drain_messages(self: Any, fetcher: Any) -> None:
+        # faust's drain loop reads `self.callback` once when it starts: wrap it first.
+        callback = self.callback
+        if not getattr(callback, "_gpufailover_watched", False):
+            watch = watch_of(self)
+
+            async def handed(message: Any) -> Any:
+                if _is_input(self, message.tp):
+                    watch.handed(message.tp, message.offset)
+                return await callback(message)
+
+            handed._gpufailover_watched = True  # type: ignore[attr-defined]
+            self.callback = handed
+        await original(self, fetcher)
+
+    return drain_messages
+
+
+def _patch_ack(original: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    @functools.wraps(original)
+    def ack(self: Any, message: Any) -> bool:
+        result = original(self, message)
+        tp = message.tp
+        if _is_input(self, tp):
+            lost = watch_of(self).acked(tp, message.offset)
+            if lost:
+                log.error(
+                    "faust lost %d record(s) of %s[%d] at offsets %s: handed to the streams, "
+                    "overtaken by offset %d unprocessed; commits of this partition are held "
+                    "at %d so the worker's next start processes them",
+                    len(lost),
+                    tp.topic,
+                    tp.partition,
+                    _ranges(lost),
+                    message.offset,
+                    lost[0],
+                )
+        return result
+
+    return ack
+
+
+def _patch_new_offset(
+    original: Callable[[Any, Any], int | None],
+) -> Callable[[Any, Any], int | None]:
+    @functools.wraps(original)
+    def new_offset(self: Any, tp: Any) -> int | None:
+        return watch_of(self).commit_limit(tp, original(self, tp))
+
+    return new_offset
+
+
+def _patch_perform_seek(original: Callable[[Any], Awaitable[None]]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    async def perform_seek(self: Any) -> None:
+        await original(self)
+        watch = watch_of(self)
+        for tp, position in list(self._read_offset.items()):
+            if not self._is_changelog_tp(tp):
+                watch.sought(tp, position)
+
+    return perform_seek
+
+
+def _resume_inputs_after_clear(
+    original: Callable[..., Awaitable[None]],
+) -> Callable[..., Awaitable[None]]:
+    """Run `original` (a Recovery method) with its `consumer.resume_partitions` deferred until
+    just after its `flow_control.resume()`, which clears the stream buffers.
+
+    Reordering by wrapping the two calls keeps faust's own method body in use.
+    """
+
+    @functools.wraps(original)
+    async def resume(self: Any, generation_id: int = 0) -> None:
+        consumer, flow_control = self.app.consumer, self.app.flow_control
+        resume_partitions, clear_and_resume = consumer.resume_partitions, flow_control.resume
+        deferred: set[Any] = set()
+
+        def defer(tps: Iterable[Any]) -> None:
+            deferred.update(tps)
+
+        def clear_then_resume_inputs() -> None:
+            clear_and_resume()
+            if deferred:
+                resume_partitions(set(deferred))
+                deferred.clear()
+
+        consumer.resume_partitions, flow_control.resume = defer, clear_then_resume_inputs
+        try:
+            await original(self, generation_id)
+        finally:
+            del consumer.resume_partitions, flow_control.resume  # back to the class methods
+            if deferred:  # faust failed between the two calls: resume as faust would have
+                resume_partitions(deferred)
+
+    return resume
+
+
+def _ranges(offsets: list[int]) -> str:
+    return ", ".join(str(o) for o in offsets[:10]) + (" ..." if len(offsets) > 10 else "")
+
+
+def patches_from_env() -> str:
+    value = os.environ.get(PATCHES_ENV, "all").strip().lower()
+    if value not in PATCH_SETS:
+        raise ValueError(f"{PATCHES_ENV} must be one of {', '.join(PATCH_SETS)}, not {value!r}")
+    return value
+
+
+def _set(owner: type, name: str, wrap: Callable[[Any], Any]) -> None:
+    key = f"{owner.__name__}.{name}"
+    if key not in _applied:
+        setattr(owner, name, wrap(getattr(owner, name)))
+        _applied.add(key)
+
+
+def apply(patches: str | None = None) -> None:
+    """Install the patches (idempotent): `all`, `guard-only` or `none`; None reads the env."""
+    if faust.__version__ != FAUST_VERSION:
+        raise RuntimeError(
+            f"streams.faust_patches is written for faust-streaming {FAUST_VERSION}, found "
+            f"{faust.__version__}: re-check the race it patches before changing the pin"
+        )
+    patches = patches_from_env() if patches is None else patches
+    if patches != "all":
+        log.warning("%s=%s: faust's recovery can lose input records", PATCHES_ENV, patches)
+    if patches == "none":
+        return
+    _set(Consumer, "_drain_messages", _patch_drain)
+    _set(Consumer, "ack", _patch_ack)
+    _set(Consumer, "_new_offset", _patch_new_offset)
+    _set(Consumer, "perform_seek", _patch_perform_seek)
+    if patches == "all":
+        _set(Recovery, "on_recovery_completed", _resume_inputs_after_clear)
+        _set(Recovery, "_resume_streams", _resume_inputs_after_clear)
