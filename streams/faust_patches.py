@@ -13,8 +13,9 @@ the next record is acked and the commit moves past them (a 1-record head gap is 
 2. `hole guard`: every record the fetcher hands to the streams is remembered until it is acked.
    One that a later record of its partition overtakes unacked was lost: it is logged, counted,
    and that partition's commits are held at it, so a restart processes it again instead of the
-   commit silently passing it. Defence in depth for the other paths noted in
-   docs of faust #596/#606; with patch 1 none has been seen.
+   commit silently passing it (faust's `_new_offset` commits over a 1-record head gap).
+   Defence in depth: it sees only records that reached the streams' hand-off, not records
+   faust's `getmany` drops before it.
 
 `apply()` is idempotent; `streams.app` calls it at import. To measure the race,
 `GPUFAILOVER_FAUST_PATCHES=guard-only` leaves faust's order as it is (the guard reports the loss)
@@ -47,7 +48,6 @@ _applied: set[str] = set()
 @dataclass
 class _Partition:
     handed: list[int] = field(default_factory=list)  # heap: handed to streams, not yet passed
-    next_offset: int | None = None  # the next offset the agent should ack (None: unknown)
     hole: int | None = None  # lowest offset lost since the last seek
 
 
@@ -55,8 +55,10 @@ class OffsetWatch:
     """Per input partition: which records were handed to the streams and never acked.
 
     Pure bookkeeping (no faust): the consumer patches feed it. Agents run with concurrency=1,
-    so acks on one partition come in offset order; a handed offset below an acked one that was
-    never acked itself is a record no agent processed.
+    so a partition's records are acked in offset order: at a commit, a handed offset at or
+    above the committed one and below the highest acked one that is not acked itself is a
+    record no agent processed. (faust's Cython stream iterator acks without calling
+    `Consumer.ack`, so the check runs where the commit offset is computed.)
     """
 
     def __init__(self) -> None:
@@ -66,17 +68,19 @@ class OffsetWatch:
     def handed(self, tp: Any, offset: int) -> None:
         heapq.heappush(self._parts.setdefault(tp, _Partition()).handed, offset)
 
-    def acked(self, tp: Any, offset: int) -> list[int]:
-        """Record an ack; return the offsets it shows were lost (usually none)."""
-        part = self._parts.setdefault(tp, _Partition())
-        heap, lost = part.handed, list[int]()
-        while heap and heap[0] <= offset:
-            handed = heapq.heappop(heap)
-            passed = part.next_offset is not None and handed < part.next_offset
-            if handed < offset and not passed and (not lost or lost[-1] != handed):
-                lost.append(handed)
-        if part.next_offset is None or offset >= part.next_offset:
-            part.next_offset = offset + 1
+    def overtaken(self, tp: Any, committed: int | None, acked: Iterable[int]) -> list[int]:
+        """Offsets handed over, not acked, below an acked one: lost (usually none)."""
+        done = set(acked)
+        part = self._parts.get(tp)
+        if not done or part is None:
+            return []
+        top, heap, lost = max(done), part.handed, list[int]()
+        while heap and heap[0] <= top:
+            offset = heapq.heappop(heap)
+            if offset in done or (committed is not None and offset < committed):
+                continue
+            if not lost or lost[-1] != offset:
+                lost.append(offset)
         if lost:
             self.lost_total += len(lost)
             part.hole = lost[0] if part.hole is None else min(part.hole, lost[0])
@@ -86,7 +90,7 @@ class OffsetWatch:
         """The consumer moved to `position` (the committed offset): records from there on are
         fetched again, so an earlier hole is healed; older handed offsets are done with."""
         part = self._parts.setdefault(tp, _Partition())
-        part.next_offset, part.hole = position, None
+        part.hole = None
         if position is not None:
             part.handed = [o for o in part.handed if o >= position]
             heapq.heapify(part.handed)
@@ -134,36 +138,27 @@ def _patch_drain(original: Callable[..., Awaitable[None]]) -> Callable[..., Awai
     return drain_messages
 
 
-def _patch_ack(original: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
-    @functools.wraps(original)
-    def ack(self: Any, message: Any) -> bool:
-        result = original(self, message)
-        tp = message.tp
-        if _is_input(self, tp):
-            lost = watch_of(self).acked(tp, message.offset)
-            if lost:
-                log.error(
-                    "faust lost %d record(s) of %s[%d] at offsets %s: handed to the streams, "
-                    "overtaken by offset %d unprocessed; commits of this partition are held "
-                    "at %d so the worker's next start processes them",
-                    len(lost),
-                    tp.topic,
-                    tp.partition,
-                    _ranges(lost),
-                    message.offset,
-                    lost[0],
-                )
-        return result
-
-    return ack
-
-
 def _patch_new_offset(
     original: Callable[[Any, Any], int | None],
 ) -> Callable[[Any, Any], int | None]:
     @functools.wraps(original)
     def new_offset(self: Any, tp: Any) -> int | None:
-        return watch_of(self).commit_limit(tp, original(self, tp))
+        watch = watch_of(self)
+        acked = self._acked.get(tp)
+        if acked and _is_input(self, tp):
+            lost = watch.overtaken(tp, self._committed_offset.get(tp), acked)
+            if lost:
+                log.error(
+                    "faust lost %d record(s) of %s[%d] at offsets %s: handed to the streams "
+                    "and overtaken unprocessed; commits of this partition are held at %d so "
+                    "the worker's next start processes them",
+                    len(lost),
+                    tp.topic,
+                    tp.partition,
+                    _ranges(lost),
+                    lost[0],
+                )
+        return watch.commit_limit(tp, original(self, tp))
 
     return new_offset
 
@@ -246,7 +241,6 @@ def apply(patches: str | None = None) -> None:
     if patches == "none":
         return
     _set(Consumer, "_drain_messages", _patch_drain)
-    _set(Consumer, "ack", _patch_ack)
     _set(Consumer, "_new_offset", _patch_new_offset)
     _set(Consumer, "perform_seek", _patch_perform_seek)
     if patches == "all":

@@ -36,11 +36,9 @@ def patched() -> None:
 
 def test_a_handed_record_overtaken_unacked_is_lost_and_holds_the_commit() -> None:
     watch = OffsetWatch()
-    watch.sought(INPUT, 10)
     for offset in (10, 11, 12):
         watch.handed(INPUT, offset)
-    assert watch.acked(INPUT, 11) == [10]
-    assert watch.acked(INPUT, 12) == []
+    assert watch.overtaken(INPUT, 10, [11, 12]) == [10]
     assert watch.lost_total == 1
     assert watch.commit_limit(INPUT, 13) == 10
     assert watch.holes() == {INPUT: 10}
@@ -48,12 +46,19 @@ def test_a_handed_record_overtaken_unacked_is_lost_and_holds_the_commit() -> Non
 
 def test_records_acked_in_order_lose_nothing_and_commit_freely() -> None:
     watch = OffsetWatch()
-    watch.sought(INPUT, 0)
     for offset in range(5):
         watch.handed(INPUT, offset)
-        assert watch.acked(INPUT, offset) == []
+    assert watch.overtaken(INPUT, 0, range(5)) == []
     assert watch.commit_limit(INPUT, 5) == 5
     assert watch.lost_total == 0
+
+
+def test_a_record_still_in_the_buffer_is_not_lost() -> None:
+    watch = OffsetWatch()
+    for offset in (3, 4, 5):
+        watch.handed(INPUT, offset)
+    assert watch.overtaken(INPUT, 3, [3, 4]) == []  # 5 is not overtaken yet
+    assert watch.overtaken(INPUT, 5, [5]) == []
 
 
 def test_records_handed_before_a_seek_and_fetched_again_are_not_lost() -> None:
@@ -63,7 +68,7 @@ def test_records_handed_before_a_seek_and_fetched_again_are_not_lost() -> None:
     watch.sought(INPUT, 7)
     for offset in (7, 8, 9):
         watch.handed(INPUT, offset)
-        assert watch.acked(INPUT, offset) == []
+    assert watch.overtaken(INPUT, 7, [7, 8, 9]) == []
     assert watch.lost_total == 0
 
 
@@ -74,24 +79,29 @@ def test_a_record_handed_before_the_seek_and_not_fetched_again_is_lost() -> None
     watch.handed(INPUT, 7)
     watch.sought(INPUT, 7)
     watch.handed(INPUT, 8)
-    assert watch.acked(INPUT, 8) == [7]
+    assert watch.overtaken(INPUT, 7, [8]) == [7]
 
 
 def test_offsets_never_handed_are_not_lost() -> None:
     # Transaction markers and compacted records occupy offsets the fetcher never returns.
     watch = OffsetWatch()
-    watch.sought(INPUT, 3)
     watch.handed(INPUT, 5)
-    assert watch.acked(INPUT, 5) == []
+    assert watch.overtaken(INPUT, 3, [5]) == []
     assert watch.commit_limit(INPUT, 6) == 6
+
+
+def test_offsets_below_the_committed_one_are_done() -> None:
+    watch = OffsetWatch()
+    for offset in (1, 2, 3):
+        watch.handed(INPUT, offset)
+    assert watch.overtaken(INPUT, 3, [3]) == []
 
 
 def test_a_seek_heals_the_hole() -> None:
     watch = OffsetWatch()
-    watch.sought(INPUT, 0)
     watch.handed(INPUT, 0)
     watch.handed(INPUT, 1)
-    watch.acked(INPUT, 1)
+    assert watch.overtaken(INPUT, 0, [1]) == [0]
     watch.sought(INPUT, 0)  # the next start reads from the held commit
     assert watch.holes() == {}
     assert watch.commit_limit(INPUT, 2) == 2
@@ -99,10 +109,9 @@ def test_a_seek_heals_the_hole() -> None:
 
 def test_without_a_committed_offset_every_earlier_handed_record_counts() -> None:
     watch = OffsetWatch()
-    watch.sought(INPUT, None)
     watch.handed(INPUT, 0)
     watch.handed(INPUT, 1)
-    assert watch.acked(INPUT, 1) == [0]
+    assert watch.overtaken(INPUT, None, [1]) == [0]
 
 
 # --- the consumer patches ---------------------------------------------------------------
@@ -167,7 +176,7 @@ def test_perform_seek_resets_the_watch_of_input_partitions_only() -> None:
     consumer = _consumer(committed=4)
     watch_of(consumer).handed(INPUT, 4)
     watch_of(consumer).handed(INPUT, 5)
-    watch_of(consumer).acked(INPUT, 5)
+    watch_of(consumer).overtaken(INPUT, 4, [5])
     assert watch_of(consumer).holes() == {INPUT: 4}
 
     async def seek(self: Any) -> None:
