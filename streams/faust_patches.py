@@ -9,13 +9,15 @@ the next record is acked and the commit moves past them (a 1-record head gap is 
 1. `resume inputs after the clear`: during `Recovery.on_recovery_completed` and
    `Recovery._resume_streams`, input partitions are resumed right after the buffers are cleared
    instead of before the seek, so nothing can be fetched into a buffer that is about to be
-   cleared. (The order before faust PR #241.)
-2. `hole guard`: every record the fetcher hands to the streams is remembered until it is acked.
-   One that a later record of its partition overtakes unacked was lost: it is logged, counted,
-   and that partition's commits are held at it, so a restart processes it again instead of the
-   commit silently passing it (faust's `_new_offset` commits over a 1-record head gap).
-   Defence in depth: it sees only records that reached the streams' hand-off, not records
-   faust's `getmany` drops before it.
+   cleared (the order before faust PR #241); and the consumer thread gets a snapshot of the
+   active partitions, because aiokafka takes an empty set for "all partitions" and faust
+   drops what it returns for paused ones (which the reorder alone made happen at every start
+   with records waiting).
+2. `hole guard`: every input record the consumer thread returns is remembered until it is
+   acked. One that a later record of its partition overtakes unacked was lost (cleared from a
+   buffer, dropped by `getmany`, "DROPPED MESSAGE ROFF"): it is logged, counted, and that
+   partition's commits are held at it, so a restart processes it again instead of the commit
+   silently passing it (faust's `_new_offset` commits over a 1-record head gap).
 
 `apply()` is idempotent; `streams.app` calls it at import. To measure the race,
 `GPUFAILOVER_FAUST_PATCHES=guard-only` leaves faust's order as it is (the guard reports the loss)
@@ -34,7 +36,7 @@ from typing import Any
 
 import faust
 from faust.tables.recovery import Recovery
-from faust.transport.consumer import Consumer
+from faust.transport.consumer import Consumer, ThreadDelegateConsumer
 
 log = logging.getLogger("gpufailover.faust_patches")
 
@@ -47,15 +49,15 @@ _applied: set[str] = set()
 
 @dataclass
 class _Partition:
-    handed: list[int] = field(default_factory=list)  # heap: handed to streams, not yet passed
+    fetched: list[int] = field(default_factory=list)  # heap: fetched, not yet passed
     hole: int | None = None  # lowest offset lost since the last seek
 
 
 class OffsetWatch:
-    """Per input partition: which records were handed to the streams and never acked.
+    """Per input partition: which records the consumer fetched and no agent acked.
 
     Pure bookkeeping (no faust): the consumer patches feed it. Agents run with concurrency=1,
-    so a partition's records are acked in offset order: at a commit, a handed offset at or
+    so a partition's records are acked in offset order: at a commit, a fetched offset at or
     above the committed one and below the highest acked one that is not acked itself is a
     record no agent processed. (faust's Cython stream iterator acks without calling
     `Consumer.ack`, so the check runs where the commit offset is computed.)
@@ -65,16 +67,16 @@ class OffsetWatch:
         self._parts: dict[Any, _Partition] = {}
         self.lost_total = 0
 
-    def handed(self, tp: Any, offset: int) -> None:
-        heapq.heappush(self._parts.setdefault(tp, _Partition()).handed, offset)
+    def fetched(self, tp: Any, offset: int) -> None:
+        heapq.heappush(self._parts.setdefault(tp, _Partition()).fetched, offset)
 
     def overtaken(self, tp: Any, committed: int | None, acked: Iterable[int]) -> list[int]:
-        """Offsets handed over, not acked, below an acked one: lost (usually none)."""
+        """Offsets fetched, not acked, below an acked one: lost (usually none)."""
         done = set(acked)
         part = self._parts.get(tp)
         if not done or part is None:
             return []
-        top, heap, lost = max(done), part.handed, list[int]()
+        top, heap, lost = max(done), part.fetched, list[int]()
         while heap and heap[0] <= top:
             offset = heapq.heappop(heap)
             if offset in done or (committed is not None and offset < committed):
@@ -88,12 +90,12 @@ class OffsetWatch:
 
     def sought(self, tp: Any, position: int | None) -> None:
         """The consumer moved to `position` (the committed offset): records from there on are
-        fetched again, so an earlier hole is healed; older handed offsets are done with."""
+        fetched again, so an earlier hole is healed; older fetched offsets are done with."""
         part = self._parts.setdefault(tp, _Partition())
         part.hole = None
         if position is not None:
-            part.handed = [o for o in part.handed if o >= position]
-            heapq.heapify(part.handed)
+            part.fetched = [o for o in part.fetched if o >= position]
+            heapq.heapify(part.fetched)
 
     def commit_limit(self, tp: Any, offset: int | None) -> int | None:
         """The offset to commit instead of `offset`: never past a lost record."""
@@ -118,26 +120,6 @@ def _is_input(consumer: Any, tp: Any) -> bool:
     return not consumer._is_changelog_tp(tp) and consumer.app.topics.acks_enabled_for(tp.topic)
 
 
-def _patch_drain(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    @functools.wraps(original)
-    async def drain_messages(self: Any, fetcher: Any) -> None:
-        # faust's drain loop reads `self.callback` once when it starts: wrap it first.
-        callback = self.callback
-        if not getattr(callback, "_gpufailover_watched", False):
-            watch = watch_of(self)
-
-            async def handed(message: Any) -> Any:
-                if _is_input(self, message.tp):
-                    watch.handed(message.tp, message.offset)
-                return await callback(message)
-
-            handed._gpufailover_watched = True  # type: ignore[attr-defined]
-            self.callback = handed
-        await original(self, fetcher)
-
-    return drain_messages
-
-
 def _patch_new_offset(
     original: Callable[[Any, Any], int | None],
 ) -> Callable[[Any, Any], int | None]:
@@ -149,8 +131,8 @@ def _patch_new_offset(
             lost = watch.overtaken(tp, self._committed_offset.get(tp), acked)
             if lost:
                 log.error(
-                    "faust lost %d record(s) of %s[%d] at offsets %s: handed to the streams "
-                    "and overtaken unprocessed; commits of this partition are held at %d so "
+                    "faust lost %d record(s) of %s[%d] at offsets %s: fetched and overtaken "
+                    "unprocessed; commits of this partition are held at %d so "
                     "the worker's next start processes them",
                     len(lost),
                     tp.topic,
@@ -173,6 +155,34 @@ def _patch_perform_seek(original: Callable[[Any], Awaitable[None]]) -> Callable[
                 watch.sought(tp, position)
 
     return perform_seek
+
+
+def _patch_getmany(snapshot: bool) -> Callable[[Any], Callable[..., Awaitable[Any]]]:
+    """Record every input record the consumer thread returns (for the guard) and, with
+    `snapshot`, hand the thread a copy of the active partitions instead of faust's live set.
+
+    aiokafka reads that set while it waits for records, and an empty set means "every
+    partition": once faust pauses the last active partition (the changelogs, when recovery
+    ends) a wait already in flight returns records of paused input partitions too, and
+    faust's `getmany` drops those silently after aiokafka has moved past them.
+    """
+
+    def wrap(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(original)
+        async def getmany(self: Any, active_partitions: Any, **kwargs: Any) -> Any:
+            if snapshot and active_partitions is not None:
+                active_partitions = frozenset(active_partitions)
+            records = await original(self, active_partitions=active_partitions, **kwargs)
+            watch = watch_of(self)
+            for tp, batch in records.items():
+                if batch and _is_input(self, tp):
+                    for record in batch:
+                        watch.fetched(tp, record.offset)
+            return records
+
+        return getmany
+
+    return wrap
 
 
 def _resume_inputs_after_clear(
@@ -240,7 +250,7 @@ def apply(patches: str | None = None) -> None:
         log.warning("%s=%s: faust's recovery can lose input records", PATCHES_ENV, patches)
     if patches == "none":
         return
-    _set(Consumer, "_drain_messages", _patch_drain)
+    _set(ThreadDelegateConsumer, "_getmany", _patch_getmany(snapshot=patches == "all"))
     _set(Consumer, "_new_offset", _patch_new_offset)
     _set(Consumer, "perform_seek", _patch_perform_seek)
     if patches == "all":

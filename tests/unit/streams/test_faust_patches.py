@@ -34,10 +34,10 @@ def patched() -> None:
 # --- OffsetWatch -------------------------------------------------------------------------
 
 
-def test_a_handed_record_overtaken_unacked_is_lost_and_holds_the_commit() -> None:
+def test_a_fetched_record_overtaken_unacked_is_lost_and_holds_the_commit() -> None:
     watch = OffsetWatch()
     for offset in (10, 11, 12):
-        watch.handed(INPUT, offset)
+        watch.fetched(INPUT, offset)
     assert watch.overtaken(INPUT, 10, [11, 12]) == [10]
     assert watch.lost_total == 1
     assert watch.commit_limit(INPUT, 13) == 10
@@ -47,7 +47,7 @@ def test_a_handed_record_overtaken_unacked_is_lost_and_holds_the_commit() -> Non
 def test_records_acked_in_order_lose_nothing_and_commit_freely() -> None:
     watch = OffsetWatch()
     for offset in range(5):
-        watch.handed(INPUT, offset)
+        watch.fetched(INPUT, offset)
     assert watch.overtaken(INPUT, 0, range(5)) == []
     assert watch.commit_limit(INPUT, 5) == 5
     assert watch.lost_total == 0
@@ -56,36 +56,36 @@ def test_records_acked_in_order_lose_nothing_and_commit_freely() -> None:
 def test_a_record_still_in_the_buffer_is_not_lost() -> None:
     watch = OffsetWatch()
     for offset in (3, 4, 5):
-        watch.handed(INPUT, offset)
+        watch.fetched(INPUT, offset)
     assert watch.overtaken(INPUT, 3, [3, 4]) == []  # 5 is not overtaken yet
     assert watch.overtaken(INPUT, 5, [5]) == []
 
 
-def test_records_handed_before_a_seek_and_fetched_again_are_not_lost() -> None:
+def test_records_fetched_before_a_seek_and_again_after_it_are_not_lost() -> None:
     watch = OffsetWatch()
     for offset in (7, 8, 9):  # fetched, then the buffer was cleared and the consumer sought
-        watch.handed(INPUT, offset)
+        watch.fetched(INPUT, offset)
     watch.sought(INPUT, 7)
     for offset in (7, 8, 9):
-        watch.handed(INPUT, offset)
+        watch.fetched(INPUT, offset)
     assert watch.overtaken(INPUT, 7, [7, 8, 9]) == []
     assert watch.lost_total == 0
 
 
-def test_a_record_handed_before_the_seek_and_not_fetched_again_is_lost() -> None:
+def test_a_record_fetched_before_the_seek_and_dropped_after_it_is_lost() -> None:
     # faust's "DROPPED MESSAGE ROFF": refetched offsets below its read offset never reach
     # the streams again.
     watch = OffsetWatch()
-    watch.handed(INPUT, 7)
+    watch.fetched(INPUT, 7)
     watch.sought(INPUT, 7)
-    watch.handed(INPUT, 8)
+    watch.fetched(INPUT, 8)
     assert watch.overtaken(INPUT, 7, [8]) == [7]
 
 
-def test_offsets_never_handed_are_not_lost() -> None:
+def test_offsets_never_fetched_are_not_lost() -> None:
     # Transaction markers and compacted records occupy offsets the fetcher never returns.
     watch = OffsetWatch()
-    watch.handed(INPUT, 5)
+    watch.fetched(INPUT, 5)
     assert watch.overtaken(INPUT, 3, [5]) == []
     assert watch.commit_limit(INPUT, 6) == 6
 
@@ -93,24 +93,24 @@ def test_offsets_never_handed_are_not_lost() -> None:
 def test_offsets_below_the_committed_one_are_done() -> None:
     watch = OffsetWatch()
     for offset in (1, 2, 3):
-        watch.handed(INPUT, offset)
+        watch.fetched(INPUT, offset)
     assert watch.overtaken(INPUT, 3, [3]) == []
 
 
 def test_a_seek_heals_the_hole() -> None:
     watch = OffsetWatch()
-    watch.handed(INPUT, 0)
-    watch.handed(INPUT, 1)
+    watch.fetched(INPUT, 0)
+    watch.fetched(INPUT, 1)
     assert watch.overtaken(INPUT, 0, [1]) == [0]
     watch.sought(INPUT, 0)  # the next start reads from the held commit
     assert watch.holes() == {}
     assert watch.commit_limit(INPUT, 2) == 2
 
 
-def test_without_a_committed_offset_every_earlier_handed_record_counts() -> None:
+def test_without_a_committed_offset_every_earlier_fetched_record_counts() -> None:
     watch = OffsetWatch()
-    watch.handed(INPUT, 0)
-    watch.handed(INPUT, 1)
+    watch.fetched(INPUT, 0)
+    watch.fetched(INPUT, 1)
     assert watch.overtaken(INPUT, None, [1]) == [0]
 
 
@@ -149,13 +149,13 @@ def test_faust_commits_over_a_one_record_head_gap() -> None:
     assert Consumer._new_offset.__wrapped__(consumer, INPUT) == 13  # type: ignore[attr-defined]
 
 
-def test_the_guard_holds_the_commit_at_a_record_handed_over_and_never_acked(
+def test_the_guard_holds_the_commit_at_a_record_fetched_and_never_acked(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     consumer = _consumer(committed=10)
     watch_of(consumer).sought(INPUT, 10)
     for offset in (10, 11, 12):
-        watch_of(consumer).handed(INPUT, offset)
+        watch_of(consumer).fetched(INPUT, offset)
     with caplog.at_level(logging.ERROR, "gpufailover.faust_patches"):
         _ack(consumer, 11)
         _ack(consumer, 12)
@@ -163,19 +163,19 @@ def test_the_guard_holds_the_commit_at_a_record_handed_over_and_never_acked(
     assert "faust lost 1 record(s) of jobs.events[0] at offsets 10" in caplog.text
 
 
-def test_the_guard_lets_faust_commit_over_an_offset_never_handed_over() -> None:
+def test_the_guard_lets_faust_commit_over_an_offset_never_fetched() -> None:
     consumer = _consumer(committed=10)  # offset 10: a transaction marker, say
     watch_of(consumer).sought(INPUT, 10)
     for offset in (11, 12):
-        watch_of(consumer).handed(INPUT, offset)
+        watch_of(consumer).fetched(INPUT, offset)
         _ack(consumer, offset)
     assert Consumer._new_offset(consumer, INPUT) == 13
 
 
 def test_perform_seek_resets_the_watch_of_input_partitions_only() -> None:
     consumer = _consumer(committed=4)
-    watch_of(consumer).handed(INPUT, 4)
-    watch_of(consumer).handed(INPUT, 5)
+    watch_of(consumer).fetched(INPUT, 4)
+    watch_of(consumer).fetched(INPUT, 5)
     watch_of(consumer).overtaken(INPUT, 4, [5])
     assert watch_of(consumer).holes() == {INPUT: 4}
 
@@ -187,25 +187,17 @@ def test_perform_seek_resets_the_watch_of_input_partitions_only() -> None:
     assert CHANGELOG not in watch_of(consumer)._parts
 
 
-def test_the_drain_records_what_it_hands_to_the_streams_once_wrapped() -> None:
+def test_getmany_records_the_input_records_it_returns() -> None:
     consumer = _consumer(committed=0)
-    delivered: list[int] = []
+    records = {INPUT: [SimpleNamespace(offset=0), SimpleNamespace(offset=1)]}
+    records[CHANGELOG] = [SimpleNamespace(offset=9)]
 
-    async def callback(message: Any) -> None:
-        delivered.append(message.offset)
+    async def getmany(self: Any, active_partitions: Any, **kwargs: Any) -> dict[Any, Any]:
+        return records
 
-    consumer.callback = callback
-
-    async def drain(self: Any, fetcher: Any) -> None:
-        for offset in (0, 1):
-            await self.callback(SimpleNamespace(tp=INPUT, offset=offset))
-        await self.callback(SimpleNamespace(tp=CHANGELOG, offset=9))
-
-    wrapped = faust_patches._patch_drain(drain)
-    asyncio.run(wrapped(consumer, None))
-    asyncio.run(wrapped(consumer, None))  # a restarted fetcher does not wrap twice
-    assert delivered == [0, 1, 9, 0, 1, 9]
-    assert sorted(watch_of(consumer)._parts[INPUT].handed) == [0, 0, 1, 1]
+    wrapped = faust_patches._patch_getmany(snapshot=False)(getmany)
+    assert asyncio.run(wrapped(consumer, active_partitions={INPUT}, timeout=1.0)) is records
+    assert sorted(watch_of(consumer)._parts[INPUT].fetched) == [0, 1]
     assert CHANGELOG not in watch_of(consumer)._parts
 
 
@@ -329,3 +321,17 @@ def test_patched_recovery_restores_faust_methods_afterwards() -> None:
     assert "resume_partitions" not in vars(consumer)
     assert "resume" not in vars(recovery.app.flow_control)
     assert INPUT in consumer.active
+
+
+def test_the_consumer_thread_gets_a_snapshot_of_the_active_partitions() -> None:
+    live = {INPUT, CHANGELOG}
+    seen: list[Any] = []
+
+    async def getmany(self: Any, active_partitions: Any, **kwargs: Any) -> dict[Any, Any]:
+        live.clear()  # faust pauses partitions while the thread waits for records
+        seen.append(active_partitions)
+        return {}
+
+    wrapped = faust_patches._patch_getmany(snapshot=True)(getmany)
+    asyncio.run(wrapped(_consumer(0), active_partitions=live, timeout=1.0))
+    assert seen == [frozenset({INPUT, CHANGELOG})]  # not the (now empty: "all") live set
