@@ -32,6 +32,7 @@ from streams.config import ClassifierSettings
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
 from streams.engine.progress import Progress, ProgressClock
+from streams.faust_patches import apply as apply_faust_patches
 from streams.glue import NodeGlue, Out, dead_letter
 from streams.job_glue import JobGlue
 from streams.metrics import ClassifierMetrics
@@ -40,6 +41,7 @@ from streams.signal_loop import SignalLoop
 from streams.tables import CodecTable
 
 log = logging.getLogger("gpufailover.classifier")
+apply_faust_patches()  # faust 0.15.3 loses input records after table recovery: see the module
 
 
 def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = None) -> faust.App:
