@@ -31,8 +31,9 @@ class Pending:
     # Per node that answered: how far its evidence is complete (the watermark it reported;
     # signals with ts_ms below it have all been read). None: answered, watermark unknown.
     complete: dict[str, int | None] = field(default_factory=dict)
-    # The latest time every node was asked to report past (`NodeTermination.until_ms`).
+    # The time the nodes in `asked` were asked to report past (`NodeTermination.until_ms`).
     requested: int | None = None
+    asked: set[str] = field(default_factory=set)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +41,7 @@ class Pending:
             "items": [e.to_dict() for e in self.items.values()],
             "complete": self.complete,
             "requested": self.requested,
+            "asked": sorted(self.asked),
         }
 
     @staticmethod
@@ -51,7 +53,9 @@ class Pending:
             complete = {node: None for node in d["answered"]}
             # Nothing more comes from a closed window: complete past any decision time.
             complete.update({node: term.ts_ms + CLOSED_LONG_AGO_MS for node in d["closed"]})
-        p = Pending(term, complete=complete, requested=d.get("requested"))
+        p = Pending(
+            term, complete=complete, requested=d.get("requested"), asked=set(d.get("asked", ()))
+        )
         for e in d["items"]:
             item = Evidence.from_dict(e)
             p.items[_item_key(item)] = item
@@ -171,16 +175,16 @@ class JobSide:
         grace_end = term.ts_ms + self.policy.grace_ms
         if not term.ts_ms < decided_at < grace_end:
             return []  # every node reports past the termination and the grace by itself
-        if pending.requested is not None and pending.requested <= decided_at:
-            return []  # asked already
         # Hardware after the termination moved the decision time: ask the nodes not complete
         # that far to report when they are (else the decision would wait for the grace).
-        pending.requested = decided_at
+        if pending.requested != decided_at:
+            pending.requested, pending.asked = decided_at, set()
         behind = [
             node
             for node, complete in pending.complete.items()
-            if complete is None or complete <= decided_at
+            if (complete is None or complete <= decided_at) and node not in pending.asked
         ]
+        pending.asked.update(behind)
         return [
             NodeTermination(term.job_id, term.attempt, node, term.ts_ms, until_ms=decided_at)
             for node in behind

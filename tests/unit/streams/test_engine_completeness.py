@@ -270,3 +270,21 @@ def test_a_pending_termination_written_before_the_completeness_rule_still_decide
     closed = NodeReport("job-1", 0, B, (), initial=False, closed=True)  # an old-format report
     (d,) = side.on_node_report(closed)
     assert isinstance(d, Decision) and d.verdict == "software"
+
+
+def test_a_node_answering_after_the_request_is_asked_too() -> None:
+    """Hardware after the termination on A moves the decision time before B has answered:
+    B is asked to report past it as soon as it answers, not left to wait for the grace."""
+    e = Partitioned({A: 0, B: 1})
+    e.job_event(terminated("job-1", [A, B], T))
+    e.deliver_to_node(0)  # A answers; B's termination is still on its way
+    e.signal(xid(A, 79, T + 5 * S))
+    e.signal(health(A, "ok", T + 6 * S))
+    while e.to_job:
+        e.deliver_to_job()
+    e.signal(health(B, "ok", T + 2 * S))
+    e.drain_messages()  # B answers now, complete past T only
+    e.signal(health(B, "ok", T + 5 * S + 1))
+    e.drain_messages()
+    (d,) = e.decisions
+    assert (d.suspect_nodes, d.decided_ts_ms) == ((A,), T + 5 * S)
