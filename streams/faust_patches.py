@@ -145,10 +145,44 @@ def _patch_new_offset(
     return new_offset
 
 
-def _patch_perform_seek(original: Callable[[Any], Awaitable[None]]) -> Callable[..., Any]:
+async def seek_uncommitted_inputs(consumer: Any) -> list[Any]:
+    """Seek the input partitions that have no committed offset to their earliest offset.
+
+    faust's `seek_to_committed` moves only partitions with a committed offset above 0. A
+    partition with none (a new group, or records processed since the start but not committed
+    yet) keeps the position its fetcher reached before the rebalance or recovery, and the
+    records fetched up to there and cleared from the buffers are never fetched again (seen
+    with 2 and 3 workers starting together: a worker lost hundreds of node reports). This is
+    `auto_offset_reset=earliest` made explicit; records processed already are processed again,
+    which the engine absorbs (at-least-once).
+    """
+    tps = [
+        tp
+        for tp in consumer.assignment()
+        if _is_input(consumer, tp) and not consumer._committed_offset.get(tp)
+    ]
+    if not tps:
+        return []
+    earliest = await consumer.earliest_offsets(*tps)
+    for tp in tps:
+        offset = earliest.get(tp)
+        if offset is not None:
+            await consumer.seek(tp, offset)
+    return tps
+
+
+def _patch_perform_seek(
+    original: Callable[[Any], Awaitable[None]], seek_uncommitted: bool = True
+) -> Callable[..., Any]:
     @functools.wraps(original)
     async def perform_seek(self: Any) -> None:
         await original(self)
+        if seek_uncommitted:
+            sought = await seek_uncommitted_inputs(self)
+            if sought:
+                log.info(
+                    "no committed offset: %d input partition(s) sought to the earliest", len(sought)
+                )
         watch = watch_of(self)
         for tp, position in list(self._read_offset.items()):
             if not self._is_changelog_tp(tp):
@@ -252,7 +286,11 @@ def apply(patches: str | None = None) -> None:
         return
     _set(ThreadDelegateConsumer, "_getmany", _patch_getmany(snapshot=patches == "all"))
     _set(Consumer, "_new_offset", _patch_new_offset)
-    _set(Consumer, "perform_seek", _patch_perform_seek)
+    _set(
+        Consumer,
+        "perform_seek",
+        lambda original: _patch_perform_seek(original, seek_uncommitted=patches == "all"),
+    )
     if patches == "all":
         _set(Recovery, "on_recovery_completed", _resume_inputs_after_clear)
         _set(Recovery, "_resume_streams", _resume_inputs_after_clear)
