@@ -16,12 +16,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
 NODES = ("gpu-1", "gpu-2", "gpu-3", "gpu-4")
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "scontrol", "sbatch", "sinfo", "squeue")
 READY_TIMEOUT_S = 30.0
@@ -71,6 +73,24 @@ class SlurmCluster:
     @property
     def hook_log(self) -> Path:
         return self.base / "log" / "hook.log"
+
+    def install_hooks(self, bootstrap: str, prefix: str) -> None:
+        """Have slurmctld's prolog/epilog run examples/slurm/gpufailover-slurm-event.sh,
+        publishing to this broker and topic prefix through this checkout's `gpufailover`."""
+        gpufailover = self.base / "gpufailover"
+        gpufailover.write_text(f'#!/bin/sh\nexec {sys.executable} -m gpufailover "$@"\n')
+        gpufailover.chmod(0o755)
+        settings = {
+            "HOOK_SCRIPT": str(REPO / "examples" / "slurm" / "gpufailover-slurm-event.sh"),
+            "GPUFAILOVER_SLURM_ENV": "/dev/null",
+            "GPUFAILOVER_BIN": str(gpufailover),
+            "GPUFAILOVER_BOOTSTRAP": bootstrap,
+            "GPUFAILOVER_TOPIC_PREFIX": prefix,
+            "GPUFAILOVER_SLURM_LOG": str(self.hook_log),
+            "GPUFAILOVER_SLURM_SPOT_PARTITIONS": "spot",
+            "PYTHONPATH": str(REPO),
+        }
+        self.hook_env.write_text("".join(f"export {k}='{v}'\n" for k, v in settings.items()))
 
     def run(self, *argv: str, check: bool = True) -> str:
         done = subprocess.run(
@@ -173,7 +193,7 @@ PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 export SLURM_CONF={base}/etc/slurm.conf
 [ -r {base}/hook.env ] || exit 0
 . {base}/hook.env
-exec "$HOOK_SCRIPT" >> {base}/log/hook.log 2>&1
+exec bash "$HOOK_SCRIPT" >> {base}/log/hook.log 2>&1
 """
     )
     hook.chmod(0o755)
