@@ -12,7 +12,8 @@ For a failover/retry command of (job J, failed attempt a), read `scontrol show j
 - `Restarts < a`: the command is older than the job's state: nothing to do.
 So a redelivered command, or one repeated after a crash, requeues the job once; the last
 update sets the priority and a Comment naming the attempt, which marks the requeue complete.
-`give_up`/`reject`/`fail` leave the job ended and say why in its `Comment`.
+`give_up`/`reject`/`fail` leave the job ended and say why in its `Comment` where Slurm allows
+it (not on a finished job in 22.05: there the log says why).
 A job slurmctld no longer knows (MinJobAge passed) or that may not be requeued raises
 `NotActionable`: retrying would not help. Any other failure raises `SlurmCommandError`.
 """
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 PENDING_TIMEOUT_S = 30.0
 HELD_BY_REQUEUE = "job_requeued_in_held_state"
 GONE = ("Invalid job id", "Invalid job id specified")
+FINISHED = "Job has already finished"
 NOT_REQUEUEABLE = ("disabled", "Only batch jobs", "not allowed")
 
 
@@ -152,10 +154,20 @@ class SlurmScheduler:
         )
 
     async def leave_ended(self, d: Decision) -> Outcome:
-        """give_up / reject / fail: the job stays ended; its Comment says why."""
+        """give_up / reject / fail: the job stays ended; its Comment says why while slurmctld
+        lets it be changed (22.05 refuses any update of a finished job: then the log line and
+        the decision on failover.decisions are the record)."""
         job = await _job(d.job_id)
         comment = f"{OURS} {d.verdict} -> {d.action} ({d.rule}), attempt {d.attempt}, not requeued"
-        if job.get("Comment") != comment:
+        if job.get("Comment") == comment:
+            return Outcome("ended", _restarts(job))
+        try:
             await scontrol("update", f"JobId={d.job_id}", f"Comment={comment}")
+        except SlurmCommandError as exc:
+            if FINISHED not in exc.stderr:
+                raise
+            log.info("slurm: job %s left ended (%s); Slurm keeps no comment on a finished job",
+                     d.job_id, comment)  # fmt: skip
+            return Outcome("ended", _restarts(job))
         log.info("slurm: job %s left ended: %s", d.job_id, comment)
         return Outcome("ended", _restarts(job))
