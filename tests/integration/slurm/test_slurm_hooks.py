@@ -37,7 +37,10 @@ async def test_the_hooks_publish_what_slurmctld_saw(
     try:
         recs = await wait_for(kafka_bootstrap, [topic_names.jobs_events], ended, timeout_s=90)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\nhook log:\n{slurm.hook_log.read_text()}") from None
+        jobs_now = "\n".join(f"{j}: {slurm.job(j)}" for j in jobs)
+        raise AssertionError(
+            f"{exc}\njobs:\n{jobs_now}\nhook log:\n{slurm.hook_log.read_text()}"
+        ) from None
 
     def end(job: str) -> tuple[Any, ...]:
         [e] = [e for e in _events(recs, job) if e["type"] != "started"]
