@@ -19,14 +19,16 @@ async def test_the_hooks_publish_what_slurmctld_saw(
     slurm: SlurmCluster, kafka_bootstrap: str, topic_names: TopicNames
 ) -> None:
     slurm.install_hooks(kafka_bootstrap, topic_names.prefix)
-    ok = slurm.sbatch("-N", "2", "--wrap", "true")
-    failed = slurm.sbatch("--wrap", "exit 3")
-    cancelled = slurm.sbatch("--wrap", "sleep 300")
+    # Pinned: a job still completing on a node taken down stays COMPLETING for a long time.
+    ok = slurm.sbatch("-N", "2", "-w", "gpu-[1-2]", "--wrap", "true")
+    failed = slurm.sbatch("-w", "gpu-2", "--wrap", "exit 3")
+    cancelled = slurm.sbatch("-w", "gpu-1", "--wrap", "sleep 300")
     node_lost = slurm.sbatch("--no-requeue", "-w", "gpu-4", "--wrap", "sleep 300")
     requeued = slurm.sbatch("--requeue", "-w", "gpu-3", "--wrap", "sleep 300")
     for job in (cancelled, node_lost, requeued):
         slurm.wait_job(job, "running", lambda j: j.get("JobState") == "RUNNING")
     slurm.run("scancel", cancelled)
+    slurm.wait_job(cancelled, "cancelled", lambda j: j.get("JobState") == "CANCELLED")
     slurm.run("scontrol", "update", "NodeName=gpu-4", "State=DOWN", "Reason=test node loss")
     slurm.run("scontrol", "update", "NodeName=gpu-3", "State=DOWN", "Reason=test node loss")
     jobs = (ok, failed, cancelled, node_lost, requeued)

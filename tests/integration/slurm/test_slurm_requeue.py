@@ -59,3 +59,22 @@ async def test_a_job_slurm_forgot_or_may_not_requeue_is_not_actionable(
     slurm.wait_job(job, "failed", lambda j: j.get("JobState") == "FAILED")
     with pytest.raises(NotActionable, match="refuses"):
         await scheduler.requeue(command(job))
+
+
+async def test_after_slurms_own_requeue_only_the_exclusion_and_priority_are_added(
+    slurm: SlurmCluster, scheduler: SlurmScheduler
+) -> None:
+    # A 4-node job cannot start again while gpu-2 is down: it stays pending for the check.
+    job = slurm.sbatch("-N", "4", "--requeue", "--wrap", "sleep 300")
+    slurm.wait_job(job, "running", lambda j: j.get("JobState") == "RUNNING")
+    before = int(slurm.job(job)["Priority"])
+    slurm.run("scontrol", "update", "NodeName=gpu-2", "State=DOWN", "Reason=test node loss")
+    slurm.wait_job(job, "requeued by Slurm", lambda j: j.get("Restarts") == "1"
+                   and j.get("JobState") == "PENDING")  # fmt: skip
+    outcome = await scheduler.requeue(command(job, attempt=0))
+    assert (outcome.what, outcome.restarts) == ("completed", 1)
+    info = slurm.job(job)
+    assert info["Restarts"] == "1" and info["ExcNodeList"] == "gpu-2"
+    assert int(info["Priority"]) == before + 1000
+    again = await scheduler.requeue(command(job, attempt=0))  # redelivered: no second boost
+    assert again.what == "completed" and int(slurm.job(job)["Priority"]) == before + 1000
