@@ -1,12 +1,13 @@
 """The Slurm side of a requeue: put the same JobId back in the queue, away from the suspects.
 
 For a failover/retry command of (job J, failed attempt a), read `scontrol show job J`:
-- `Restarts == a` (the attempt that failed is the job's latest): `scontrol requeuehold J`
+- `Restarts == a` (the attempt that failed is the job's latest) and the job is not PENDING:
+  `scontrol requeuehold J`
   (the job keeps its JobId; Restarts becomes a+1), wait until it is PENDING, `update JobId=J
   ExcNodeList=<excluded>`, `release J`, then `update JobId=J Priority=<before + boost>` (a held
   job's priority cannot be set, and `Nice=` would release it: hence this order);
-- `Restarts > a`: already requeued, by us before a redelivery or a restart, or by Slurm itself
-  (`--requeue` on a node failure). Only the missing parts are done: a job still held by us is
+- `Restarts > a`: already requeued, by us before a redelivery or a restart, or by Slurm
+  itself (`--requeue` on a node failure). Only the missing parts are done: a job still held by us is
   excluded and released; a pending job gets the exclusion and the priority; a job already
   running again is left alone;
 - `Restarts < a`: the command is older than the job's state: nothing to do.
@@ -31,6 +32,7 @@ from schemas.decisions import Decision
 log = logging.getLogger(__name__)
 
 PENDING_TIMEOUT_S = 30.0
+PRIORITY_MAX = 4_294_967_294  # Slurm's priority is a uint32; its top value means "infinite"
 HELD_BY_REQUEUE = "job_requeued_in_held_state"
 GONE = ("Invalid job id", "Invalid job id specified")
 FINISHED = "Job has already finished"
@@ -94,7 +96,7 @@ class SlurmScheduler:
             log.warning("slurm: job %s is at restart %d, the command is for attempt %d: stale",
                         j, restarts, cmd.attempt)  # fmt: skip
             return Outcome("stale", restarts)
-        if restarts == cmd.attempt:
+        if restarts == cmd.attempt and state != "PENDING":
             try:
                 await scontrol("requeuehold", j)
             except SlurmCommandError as exc:
@@ -141,7 +143,7 @@ class SlurmScheduler:
             await scontrol("release", j)
         # `before` is 0 when the job was already held: take what release recomputed.
         base = before or _priority(await _job(j))
-        target = base + self.boost(cmd.action)
+        target = min(base + self.boost(cmd.action), PRIORITY_MAX)
         # One update: the Comment marks the requeue done, so a redelivery does not boost twice.
         await scontrol("update", f"JobId={j}", f"Priority={target}", f"Comment={marker}")
         log.info(

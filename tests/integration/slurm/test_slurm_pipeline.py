@@ -29,6 +29,7 @@ def pipeline(
     slurm.install_hooks(kafka_bootstrap, topic_names.prefix)
     env = {
         "SLURM_CONF": str(slurm.conf),
+        "GPUFAILOVER_STATE_DIR": str(tmp_path / "state"),
         "GPUFAILOVER_QUARANTINE_ACTUATOR": "slurm",
         "GPUFAILOVER_REQUEUE_SCHEDULER": "slurm",
         "GPUFAILOVER_REQUEUE_PRIORITY_BOOST": "1000",
