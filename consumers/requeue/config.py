@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--scheduler",
         choices=SCHEDULERS,
         help="none: publish jobs.requeue only; slurm: also requeue the job on Slurm with "
-        "scontrol (same JobId, excluded nodes, priority) and comment jobs left ended; "
+        "scontrol (same JobId, excluded nodes, priority); jobs not requeued stay ended; "
         f"docs/slurm.md (env {_E}SCHEDULER, default none; retries: {_E}BACKOFF_S, "
         f"{_E}BACKOFF_MAX_S)",
     )
