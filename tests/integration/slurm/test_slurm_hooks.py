@@ -55,3 +55,20 @@ async def test_the_hooks_publish_what_slurmctld_saw(
     assert end(requeued) == ("terminated", 0, 0, "WorkerLost", ["gpu-3"])
     started = [e for e in _events(recs, ok) if e["type"] == "started"]
     assert [(e["attempt"], e["nodes"]) for e in started] == [(0, ["gpu-1", "gpu-2"])]
+
+
+async def test_a_job_past_its_time_limit_is_published_as_time_limit(
+    slurm: SlurmCluster, kafka_bootstrap: str, topic_names: TopicNames
+) -> None:
+    # Slurm's limits are in minutes and checked every ~30 s: this test takes about 80 s.
+    slurm.install_hooks(kafka_bootstrap, topic_names.prefix)
+    job = slurm.sbatch("-t", "1", "--wrap", "sleep 300")
+    recs = await wait_for(
+        kafka_bootstrap,
+        [topic_names.jobs_events],
+        lambda rs: any(e["type"] != "started" for e in _events(rs, job)),
+        timeout_s=150,
+    )
+    [end] = [e for e in _events(recs, job) if e["type"] != "started"]
+    assert (end["type"], end["attempt"], end["reason"]) == ("terminated", 0, "TimeLimit")
+    assert slurm.job(job)["JobState"] == "TIMEOUT"

@@ -124,7 +124,7 @@ async def test_xid79_drains_the_node_and_requeues_the_same_job_elsewhere_oom_is_
     rc, _, err = await cli("quarantine", "release", "gpu-2", "--reason", "GPU reseated",
                            "--bootstrap", kafka_bootstrap, "--topic-prefix", n.prefix)  # fmt: skip
     assert rc == 0, err
-    wait_for("gpu-2 resumed", lambda: "DRAIN" not in slurm.node_state("gpu-2"), 60)
+    wait_for("gpu-2 idle again", lambda: slurm.node_state("gpu-2") == "IDLE", 60)
     assert "Reason" not in slurm.node("gpu-2")
 
 
