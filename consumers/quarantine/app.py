@@ -13,13 +13,15 @@ If either stage fails, the other is stopped and the service fails: no half-alive
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from prometheus_client import CollectorRegistry
 
 from consumers.quarantine import alerts
+from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuation_loop import ActuationLoop
-from consumers.quarantine.actuator import Actuator, make_actuator
+from consumers.quarantine.actuator import Actuator, Reconciler, make_actuator
 from consumers.quarantine.breaker import BreakerState
 from consumers.quarantine.config import QuarantineSettings
 from consumers.quarantine.logic import QuarantineProcessor
@@ -98,9 +100,42 @@ async def run_quarantine(
             topics=(names.quarantine_requests, names.failover_decisions, names.failover_alerts),
             names=names,
         )
+
+        async def actuate() -> None:
+            if isinstance(act, Reconciler) and not settings.dry_run:
+                await reconcile(act, table, metrics, settings.actuator_backoff, stop)
+            await actuation.run(stop)
+
         await run_together(
-            TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop), actuation.run(stop)
+            TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop), actuate()
         )
+
+
+async def reconcile(
+    act: Reconciler,
+    table: QuarantineTable,
+    metrics: QuarantineMetrics,
+    backoff: Backoff,
+    stop: asyncio.Event,
+) -> None:
+    """Make the scheduler agree with `nodes.quarantine` before actuating anything new (the
+    actuation stage only replays what it had not committed). Retried with back-off until it
+    succeeds or the service stops; the decide stage runs meanwhile."""
+    failures = 0
+    while not stop.is_set():
+        metrics.actuator_calls.labels(action="reconcile").inc()
+        try:
+            changed = await act.reconcile(table.get)
+        except Exception:
+            failures += 1
+            metrics.actuator_errors.labels(action="reconcile").inc()
+            delay = backoff.delay_ms(failures) / 1000
+            log.exception("reconcile failed %d time(s); retrying in %.1f s", failures, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            continue
+        log.info("reconciled the scheduler with nodes.quarantine: %d node(s) changed", changed)
+        return
 
 
 async def restore_breaker(bootstrap: str, alerts_topic: str) -> BreakerState:

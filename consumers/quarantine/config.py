@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from consumers.quarantine.actuation import Backoff
-from consumers.quarantine.actuator import SCHEDULERS
+from consumers.quarantine.actuator import ACTUATORS, SCHEDULERS
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.runtime.config import CommonSettings, add_common_arguments, flag
 from gpufailover import settings as env
@@ -54,11 +54,14 @@ class QuarantineSettings:
             backoff = Backoff(first_ms=int(first_s * 1000), max_ms=int(max_s * 1000))
         except ValueError as exc:
             raise SystemExit(str(exc)) from None
+        actuator = flag(args, "actuator", env.env_str(f"{_E}ACTUATOR", "log"))
+        if actuator not in ACTUATORS:
+            raise SystemExit(f"actuator must be one of {ACTUATORS}, got {actuator!r}")
         return QuarantineSettings(
             common=CommonSettings.from_env_and_args(SERVICE, args),
             breaker=breaker,
             dry_run=flag(args, "dry_run", env.env_bool(f"{_E}DRY_RUN", False)),
-            actuator=flag(args, "actuator", env.env_str(f"{_E}ACTUATOR", "log")),
+            actuator=actuator,
             scheduler=scheduler,
             actuator_log=Path(log_path) if log_path else None,
             actuator_backoff=backoff,
@@ -76,8 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--actuator",
-        choices=["log"],
-        help=f"what a quarantine does (env {_E}ACTUATOR, default log)",
+        choices=ACTUATORS,
+        help="what a quarantine does: log (record the command) or slurm (drain/resume with "
+        f"scontrol; docs/slurm.md) (env {_E}ACTUATOR, default log)",
     )
     parser.add_argument(
         "--scheduler",
