@@ -29,11 +29,15 @@ from tests.promql_names import (
 FORBIDDEN_LABELS = {"node", "job_id", "job", "host", "hostname", "gpu_uuid", "uuid", "instance_id"}
 
 
+from consumers.requeue.slurm_stage import SlurmStageMetrics  # noqa: E402
+
+
 def registries() -> dict[str, CollectorRegistry]:
     out = {c: CollectorRegistry() for c in ("classifier", "quarantine", "requeue", "jobstatus")}
     ClassifierMetrics(out["classifier"]).lag_from(list)
     QuarantineMetrics.create(out["quarantine"])
     RequeueMetrics.create(out["requeue"])
+    SlurmStageMetrics.create(out["requeue"])  # the requeue service with --scheduler slurm
     JobStatusMetrics.create(out["jobstatus"])
     out["agent"] = AgentMetrics().registry
     return out
