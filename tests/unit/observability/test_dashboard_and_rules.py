@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from consumers.jobstatus.metrics import JobStatusMetrics
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.requeue.metrics import RequeueMetrics
+from consumers.requeue.slurm_stage import SlurmStageMetrics
 from producers.metrics import AgentMetrics
 from streams.metrics import ClassifierMetrics
 from tests.promql_names import (
@@ -27,9 +28,6 @@ from tests.promql_names import (
 
 # Labels that would carry unbounded values: per-node and per-job detail lives in the topics.
 FORBIDDEN_LABELS = {"node", "job_id", "job", "host", "hostname", "gpu_uuid", "uuid", "instance_id"}
-
-
-from consumers.requeue.slurm_stage import SlurmStageMetrics  # noqa: E402
 
 
 def registries() -> dict[str, CollectorRegistry]:
