@@ -164,10 +164,9 @@ async def seek_uncommitted_inputs(consumer: Any) -> list[Any]:
     if not tps:
         return []
     earliest = await consumer.earliest_offsets(*tps)
-    for tp in tps:
-        offset = earliest.get(tp)
-        if offset is not None:
-            await consumer.seek(tp, offset)
+    # `seek_wait` runs on the consumer's own thread (faust's `seek` touches aiokafka from the
+    # caller's thread) and sets faust's read offsets as `seek` would.
+    await consumer.seek_wait({tp: offset for tp, offset in earliest.items() if offset is not None})
     return tps
 
 

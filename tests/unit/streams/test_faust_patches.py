@@ -196,10 +196,10 @@ def _seekable(committed: dict[Any, int | None], earliest: dict[Any, int]) -> Any
     async def earliest_offsets(*tps: Any) -> dict[Any, int]:
         return {tp: earliest[tp] for tp in tps}
 
-    async def seek(tp: Any, offset: int) -> None:
-        consumer.sought[tp] = offset
+    async def seek_wait(offsets: dict[Any, int]) -> None:
+        consumer.sought.update(offsets)
 
-    consumer.earliest_offsets, consumer.seek = earliest_offsets, seek
+    consumer.earliest_offsets, consumer.seek_wait = earliest_offsets, seek_wait
     return consumer
 
 
