@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from deploy.kafka_admin import admin_client
 from deploy.topics import SPECS, TopicNames
-from gpufailover.chaos.check import BadRecord, Observed
+from gpufailover.chaos.check import WALL_MS, BadRecord, Observed
 from gpufailover.chaos.workload import Record
 
 log = logging.getLogger("gpufailover.chaos")
@@ -140,14 +140,18 @@ class Reader:
                     self.outputs.unreadable.append(f"{tp.topic}[{tp.partition}]@{m.offset}")
                     continue
                 if isinstance(value, dict):
+                    value[WALL_MS] = m.timestamp
                     into.append(value)
                 else:
                     self.outputs.unreadable.append(f"{tp.topic}[{tp.partition}]@{m.offset}")
         return n
 
 
-async def pipeline_lag(bootstrap: str, names: TopicNames, partitions: int) -> dict[str, int]:
-    """Per consumer group of this topic set: records not yet committed on LAG_TOPICS."""
+async def pipeline_lag(
+    bootstrap: str, names: TopicNames, partitions: int
+) -> dict[str, dict[str, int]]:
+    """Per consumer group of this topic set, per `topic[partition]` of LAG_TOPICS: records
+    not yet committed (only the ones behind)."""
     tps = [TopicPartition(names.name(t), p) for t in LAG_TOPICS for p in range(partitions)]
     probe = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await probe.start()
@@ -155,15 +159,17 @@ async def pipeline_lag(bootstrap: str, names: TopicNames, partitions: int) -> di
         ends: dict[TopicPartition, int] = await probe.end_offsets(tps)
     finally:
         await probe.stop()
-    lag: dict[str, int] = {}
+    lag: dict[str, dict[str, int]] = {}
     async with admin_client(bootstrap) as admin:
         groups = [g[0] for g in await admin.list_consumer_groups() if g[0].startswith(names.prefix)]
         for group in groups:
             committed = await admin.list_consumer_group_offsets(group)
             read = {tp.topic for tp in committed}
-            lag[group] = sum(
-                max(0, end - (committed[tp].offset if tp in committed else 0))
+            behind = {
+                f"{names.logical(tp.topic)}[{tp.partition}]": end
+                - (committed[tp].offset if tp in committed else 0)
                 for tp, end in ends.items()
                 if tp.topic in read
-            )
+            }
+            lag[group.removeprefix(names.prefix)] = {k: n for k, n in behind.items() if n > 0}
     return lag

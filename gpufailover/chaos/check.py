@@ -49,6 +49,9 @@ REDELIVERED = "decisions redelivered"  # information, not a violation
 COMPARED = ("verdict", "action", "suspect_nodes", "next_attempt", "rule")
 REQUEUED_ACTIONS = frozenset({"failover", "retry"})
 NO_ROUND = -1  # a finding no input round explains (e.g. a quarantine of an unknown node)
+# The harness's reader stores each output record's Kafka timestamp (wall clock, ms) under this
+# key, so that a duplicate or wrong output can be tied to the fault just before it.
+WALL_MS = "_chaos_wall_ms"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,7 @@ class Finding:
     round: int
     subject: str  # job/attempt, node, or topic[partition]@offset
     detail: str
+    wall_ms: int | None = None  # when the offending output was written (None: it is absent)
 
 
 @dataclass
@@ -114,6 +118,11 @@ def compared(decision: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _key(value: Mapping[str, Any]) -> Key:
     return (str(value.get("job_id")), int(value.get("attempt", -1)))
+
+
+def _wall(record: Mapping[str, Any]) -> int | None:
+    value = record.get(WALL_MS)
+    return value if isinstance(value, int) else None
 
 
 def _show(decision: Mapping[str, Any]) -> str:
@@ -149,20 +158,23 @@ def _decisions(expected: Expected, observed: Observed, result: Result) -> Iterab
         distinct = Counter(compared(d) for d in got)
         if len(distinct) > 1:
             shown = "; ".join(_show(d) for d in _first_of_each(got))
-            yield Finding(DECISIONS_DUPLICATED, where(key), subject, f"{len(distinct)}: {shown}")
-        redelivered = len(got) - len(distinct)
-        for _ in range(redelivered):
-            yield Finding(REDELIVERED, where(key), subject, _show(got[0]))
+            later = _wall(_first_of_each(got)[1])
+            yield Finding(
+                DECISIONS_DUPLICATED, where(key), subject, f"{len(distinct)}: {shown}", later
+            )
+        firsts = {id(d) for d in _first_of_each(got)}
+        for again in (d for d in got if id(d) not in firsts):
+            yield Finding(REDELIVERED, where(key), subject, _show(again), _wall(again))
         wrong = [d for d in _first_of_each(got) if compared(d) != compared(want)]
         if wrong:
             shown = "; ".join(_show(d) for d in wrong)
-            yield Finding(
-                DECISIONS_DIFFERENT, where(key), subject, f"kafka {shown} | replay {_show(want)}"
-            )
+            detail = f"kafka {shown} | replay {_show(want)}"
+            yield Finding(DECISIONS_DIFFERENT, where(key), subject, detail, _wall(wrong[0]))
     for key in sorted(seen.keys() - expected.decisions.keys()):
         subject = f"{key[0]}/{key[1]}"
         shown = _show(seen[key][0])
-        yield Finding(DECISIONS_DIFFERENT, where(key), subject, f"kafka {shown} | replay none")
+        detail = f"kafka {shown} | replay none"
+        yield Finding(DECISIONS_DIFFERENT, where(key), subject, detail, _wall(seen[key][0]))
     for key in sorted(rounds.keys() - seen.keys()):
         yield Finding(OVERDUE, where(key), f"{key[0]}/{key[1]}", "terminated, never decided")
 
@@ -194,9 +206,11 @@ def _quarantines(
             yield Finding(QUARANTINES_MISSING, rnd, node, f"{got} of {want} recorded; {asked}")
         elif not want:
             jobs = sorted({str(q.get("job_id")) for q in records[node]})
-            yield Finding(QUARANTINES_FALSE, rnd, node, f"replay: none; jobs {jobs}; {asked}")
+            detail = f"replay: none; jobs {jobs}; {asked}"
+            yield Finding(QUARANTINES_FALSE, rnd, node, detail, _wall(records[node][0]))
         elif got > want:
-            yield Finding(QUARANTINES_DUPLICATED, rnd, node, f"{got} records for {want}; {asked}")
+            detail = f"{got} records for {want}; {asked}"
+            yield Finding(QUARANTINES_DUPLICATED, rnd, node, detail, _wall(records[node][want]))
     for node in sorted(requests.keys() - expected.quarantines.keys() - records.keys()):
         rnd = round_of_ts(first_ts[node])
         yield Finding(QUARANTINES_FALSE, rnd, node, "requested by the classifier; replay: none")
@@ -206,15 +220,18 @@ def _requeues(expected: Expected, observed: Observed) -> Iterable[Finding]:
     """Against the decisions the pipeline published: the requeue service acts on those."""
     wanted = {_key(d) for d in observed.decisions if d.get("action") in REQUEUED_ACTIONS}
     got = Counter(_key(r) for r in observed.requeues)
+    last = {_key(r): _wall(r) for r in observed.requeues}
     rounds = expected.terminations
     for key in sorted(wanted | got.keys()):
         rnd, subject = rounds.get(key, NO_ROUND), f"{key[0]}/{key[1]}"
         if key in wanted and not got[key]:
             yield Finding(REQUEUES_MISSING, rnd, subject, "failover/retry decided, no requeue")
         elif key not in wanted:
-            yield Finding(REQUEUES_FALSE, rnd, subject, "requeued without a failover/retry")
+            detail = "requeued without a failover/retry"
+            yield Finding(REQUEUES_FALSE, rnd, subject, detail, last[key])
         elif got[key] > 1:
-            yield Finding(REQUEUES_DUPLICATED, rnd, subject, f"{got[key]} requeue records")
+            detail = f"{got[key]} requeue records"
+            yield Finding(REQUEUES_DUPLICATED, rnd, subject, detail, last[key])
 
 
 def _dead_letters(
@@ -224,6 +241,7 @@ def _dead_letters(
     the classifier's `raw`, the consumers' `value`)."""
     by_coords: dict[tuple[Any, ...], BadRecord] = {(b.topic, b.partition, b.offset): b for b in bad}
     count: Counter[BadRecord] = Counter()
+    last: dict[BadRecord, int | None] = {}
     for letter in letters:
         coords = (letter.get("topic"), letter.get("partition"), letter.get("offset"))
         match = by_coords.get(coords)
@@ -232,12 +250,15 @@ def _dead_letters(
             match = next((b for b in bad if b.raw == raw and b.topic == coords[0]), None)
         if match is None:
             where = f"{coords[0]}[{coords[1]}]@{coords[2]}"
-            yield Finding(DEAD_LETTERS_FALSE, NO_ROUND, where, str(letter.get("error")))
+            detail = str(letter.get("error"))
+            yield Finding(DEAD_LETTERS_FALSE, NO_ROUND, where, detail, _wall(letter))
             continue
         count[match] += 1
+        last[match] = _wall(letter)
     for b in bad:
         where = f"{b.topic}[{b.partition}]@{b.offset}"
         if not count[b]:
             yield Finding(DEAD_LETTERS_MISSING, b.round, where, b.why)
         elif count[b] > 1:
-            yield Finding(DEAD_LETTERS_DUPLICATED, b.round, where, f"{count[b]}x: {b.why}")
+            detail = f"{count[b]}x: {b.why}"
+            yield Finding(DEAD_LETTERS_DUPLICATED, b.round, where, detail, last[b])

@@ -37,6 +37,7 @@ class FaultDone:
     kind: str
     target: str
     outcome: str  # "done" or why it was skipped
+    wall_ms: int = 0  # when it was carried out (epoch ms, as Kafka's record timestamps)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,18 @@ def findings_text(result: Result, faults: Sequence[FaultDone], limit: int = 40) 
 
 
 def preceding(finding: Finding, faults: Sequence[FaultDone]) -> str:
-    before = [f for f in faults if f.round < finding.round and f.outcome == "done"]
+    """The faults that may explain a finding: for an output that is there (a duplicate, a
+    wrong one), the last fault before it was written; for one that is absent, the last fault
+    before its input's round and those during that round."""
+    done = [f for f in faults if f.outcome == "done"]
+    if finding.wall_ms is not None:
+        before = [f for f in done if f.wall_ms <= finding.wall_ms]
+        if not before:
+            return "no fault before it was written"
+        f = before[-1]
+        gap = (finding.wall_ms - f.wall_ms) / 1000
+        return f"r{f.round} +{f.at_s:.1f}s {f.kind} {f.target} ({gap:.1f} s before it was written)"
+    before = [f for f in done if f.round < finding.round]
     same = [f for f in faults if f.round == finding.round]
     shown = ([before[-1]] if before else []) + same
     return "; ".join(f"r{f.round} +{f.at_s:.1f}s {f.kind} {f.target}" for f in shown) or "no fault"

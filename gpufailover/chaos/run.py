@@ -79,6 +79,7 @@ class Progress:
     faults: list[report.FaultDone] = field(default_factory=list)
     rounds: list[report.RoundInfo] = field(default_factory=list)
     bad: list[BadRecord] = field(default_factory=list)
+    not_quiet: str | None = None  # why the wait for quiescence gave up, if it did
 
     def since(self) -> float:
         return time.monotonic() - self.t0
@@ -184,6 +185,8 @@ async def _run(settings: ChaosSettings, bootstrap: str, broker: Any) -> int:
     if violations:
         print(f"\n{len(violations)} violation(s):")
         print(report.findings_text(result, progress.faults))
+    if progress.not_quiet:
+        print(f"\nthe pipeline did not go quiet: {progress.not_quiet}")
     if pipeline.exits:
         print("\nservices that exited on their own: " + "; ".join(pipeline.exits))
     if reader.outputs.unreadable:
@@ -193,6 +196,7 @@ async def _run(settings: ChaosSettings, bootstrap: str, broker: Any) -> int:
             result, progress.rounds, progress.faults, settings.to_json(), progress.since()
         )
         data["crashed_services"] = pipeline.exits
+        data["not_quiet"] = progress.not_quiet
         settings.json_path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     say(f"done in {progress.since():.0f} s: {len(violations)} violation(s)")
     return 1 if violations else 0
@@ -258,7 +262,9 @@ async def _apply(fault: Fault, pipeline: Pipeline, broker: Any, progress: Progre
 
     def done(target: str, outcome: str = "done") -> None:
         progress.faults.append(
-            report.FaultDone(fault.round, progress.since(), fault.kind, target, outcome)
+            report.FaultDone(
+                fault.round, progress.since(), fault.kind, target, outcome, time.time_ns() // 10**6
+            )
         )
         say(f"r{fault.round} {fault.kind} {target}: {outcome}")
 
@@ -322,13 +328,17 @@ async def _quiesce(
                 for d in reader.outputs.observed(names).decisions}  # fmt: skip
         missing = wanted - seen
         lag = await pipeline_lag(bootstrap, names, settings.partitions)
-        behind = {g: n for g, n in lag.items() if n}
+        behind = {g: sum(parts.values()) for g, parts in lag.items() if parts}
         if not missing and not behind:
             say(f"quiet after {progress.since():.0f} s: all {len(wanted)} decisions, lag 0")
             break
         if time.monotonic() > deadline:
-            say(f"NOT quiet after {settings.quiesce_timeout_s:.0f} s: {len(missing)} "
-                f"decisions missing, lag {behind}; checking what is there")  # fmt: skip
+            say(
+                f"NOT quiet after {settings.quiesce_timeout_s:.0f} s: {len(missing)} "
+                f"decisions missing ({sorted(missing)[:10]}), lag by partition "
+                f"{ {g: parts for g, parts in lag.items() if parts} }; checking what is there"
+            )
+            progress.not_quiet = f"{len(missing)} decisions missing; lag {lag}"
             break
         if time.monotonic() - last_note > 5:
             last_note = time.monotonic()

@@ -77,9 +77,11 @@ def test_a_missing_decision_is_missing_and_overdue() -> None:
 
 
 def test_an_identical_redelivery_is_not_a_duplicate() -> None:
-    result = run(decisions=[*clean()["decisions"], decision("j1", evidence=[{"x": 1}])])
+    again = decision("j1", evidence=[{"x": 1}], **{c.WALL_MS: 1234})
+    result = run(decisions=[*clean()["decisions"], again])
     assert columns(result) == Counter({c.REDELIVERED: 1})
     assert result.violations() == []
+    assert result.findings[0].wall_ms == 1234  # the copy's time, to name the fault before it
 
 
 def test_two_different_decisions_for_one_attempt_are_a_duplicate() -> None:

@@ -7,8 +7,8 @@ from gpufailover.chaos.report import FaultDone, RoundInfo, findings_text, table,
 
 ROUNDS = [RoundInfo(0, 100, 3, 0.0), RoundInfo(1, 120, 4, 4.0), RoundInfo(2, 90, 3, 8.0)]
 FAULTS = [
-    FaultDone(1, 5.0, "kill-classifier", "classifier-2 pid 11", "done"),
-    FaultDone(2, 9.0, "broker-restart", "broker", "skipped: no restart()"),
+    FaultDone(1, 5.0, "kill-classifier", "classifier-2 pid 11", "done", 1_000_000),
+    FaultDone(2, 9.0, "broker-restart", "broker", "skipped: no restart()", 1_004_000),
 ]
 RESULT = c.Result(
     findings=[
@@ -40,3 +40,13 @@ def test_json_counts_only_violations() -> None:
     assert data["violations"] == 2
     assert data["rounds"][2]["decisions different"] == 1
     assert data["findings"][0]["after"].startswith("r1 +5.0s kill-classifier")
+
+
+def test_an_output_written_after_a_fault_names_that_fault() -> None:
+    dup = c.Finding(c.DEAD_LETTERS_DUPLICATED, 0, "t[0]@1", "2x", wall_ms=1_002_500)
+    result = c.Result(findings=[dup])
+    assert "kill-classifier classifier-2 pid 11 (2.5 s before it was written)" in findings_text(
+        result, FAULTS
+    )
+    early = c.Finding(c.DEAD_LETTERS_DUPLICATED, 0, "t[0]@1", "2x", wall_ms=999_000)
+    assert "no fault before" in findings_text(c.Result(findings=[early]), FAULTS)
