@@ -225,7 +225,10 @@ def _requeues(expected: Expected, observed: Observed) -> Iterable[Finding]:
     for key in sorted(wanted | got.keys()):
         rnd, subject = rounds.get(key, NO_ROUND), f"{key[0]}/{key[1]}"
         if key in wanted and not got[key]:
-            yield Finding(REQUEUES_MISSING, rnd, subject, "failover/retry decided, no requeue")
+            later = sorted(a for j, a in got if j == key[0] and a > key[1])
+            why = f"; later attempt(s) {later} requeued (decided first?)" if later else ""
+            detail = f"failover/retry decided, no requeue{why}"
+            yield Finding(REQUEUES_MISSING, rnd, subject, detail)
         elif key not in wanted:
             detail = "requeued without a failover/retry"
             yield Finding(REQUEUES_FALSE, rnd, subject, detail, last[key])

@@ -46,6 +46,7 @@ class RoundInfo:
     records: int
     terminations: int
     started_s: float  # seconds since the first round began
+    wall_ms: int = 0  # when its publishing began (epoch ms, as Kafka's record timestamps)
 
 
 def table(result: Result, rounds: Sequence[RoundInfo], faults: Sequence[FaultDone]) -> str:
@@ -79,34 +80,51 @@ def table(result: Result, rounds: Sequence[RoundInfo], faults: Sequence[FaultDon
     return "\n".join(lines)
 
 
-def findings_text(result: Result, faults: Sequence[FaultDone], limit: int = 40) -> str:
-    """Each violation with the faults of its round and the last one before it."""
+def findings_text(
+    result: Result,
+    faults: Sequence[FaultDone],
+    rounds: Sequence[RoundInfo],
+    limit: int = 40,
+) -> str:
+    """Each violation with the faults that may explain it (see `preceding`)."""
     lines: list[str] = []
     violations = result.violations()
     for f in violations[:limit]:
         lines.append(f"  {f.column}: r{f.round} {f.subject}: {f.detail}")
-        lines.append(f"    after: {preceding(f, faults)}")
+        lines.append(f"    {preceding(f, faults, rounds)}")
     if len(violations) > limit:
         lines.append(f"  ... {len(violations) - limit} more (see --json)")
     return "\n".join(lines)
 
 
-def preceding(finding: Finding, faults: Sequence[FaultDone]) -> str:
-    """The faults that may explain a finding: for an output that is there (a duplicate, a
-    wrong one), the last fault before it was written; for one that is absent, the last fault
-    before its input's round and those during that round."""
+def _fault(f: FaultDone) -> str:
+    return f"r{f.round} +{f.at_s:.1f}s {f.kind} {f.target}"
+
+
+def preceding(
+    finding: Finding, faults: Sequence[FaultDone], rounds: Sequence[RoundInfo], show: int = 5
+) -> str:
+    """The faults that may explain a finding: the last one before its input's round began,
+    then, for an output that was written (a duplicate, a wrong decision), every fault until it
+    was written; for one never written, those of its round."""
     done = [f for f in faults if f.outcome == "done"]
-    if finding.wall_ms is not None:
+    began = next((r.wall_ms for r in rounds if r.round == finding.round), None)
+    if began is None:  # no input round explains it: only the time it was written can
+        if finding.wall_ms is None:
+            return "after: unknown"
         before = [f for f in done if f.wall_ms <= finding.wall_ms]
-        if not before:
-            return "no fault before it was written"
-        f = before[-1]
-        gap = (finding.wall_ms - f.wall_ms) / 1000
-        return f"r{f.round} +{f.at_s:.1f}s {f.kind} {f.target} ({gap:.1f} s before it was written)"
-    before = [f for f in done if f.round < finding.round]
-    same = [f for f in faults if f.round == finding.round]
-    shown = ([before[-1]] if before else []) + same
-    return "; ".join(f"r{f.round} +{f.at_s:.1f}s {f.kind} {f.target}" for f in shown) or "no fault"
+        return "after: " + (_fault(before[-1]) if before else "no fault")
+    earlier = [f for f in done if f.wall_ms < began]
+    if finding.wall_ms is not None:
+        head = f"written {(finding.wall_ms - began) / 1000:.1f} s after its round began"
+        during = [f for f in done if began <= f.wall_ms <= finding.wall_ms]
+    else:
+        head = "never written"
+        during = [f for f in faults if f.round == finding.round]
+    shown = [*earlier[-1:], *during]
+    more = f" (+{len(shown) - show} more)" if len(shown) > show else ""
+    listed = "; ".join(_fault(f) for f in shown[:show]) or "no fault"
+    return f"{head}; after: {listed}{more}"
 
 
 def to_json(
@@ -153,7 +171,7 @@ def to_json(
                 "round": f.round,
                 "subject": f.subject,
                 "detail": f.detail,
-                "after": preceding(f, faults),
+                "after": preceding(f, faults, rounds),
             }
             for f in result.findings
         ],

@@ -157,7 +157,11 @@ async def _run(settings: ChaosSettings, bootstrap: str, broker: Any) -> int:
         progress.t0 = time.monotonic()
         for rnd, records in enumerate(workload.rounds):
             terms = sum(1 for k, r in workload.terminations.items() if r == rnd)
-            progress.rounds.append(report.RoundInfo(rnd, len(records), terms, progress.since()))
+            progress.rounds.append(
+                report.RoundInfo(
+                    rnd, len(records), terms, progress.since(), time.time_ns() // 10**6
+                )
+            )
             todo = [f for f in faults if f.round == rnd]
             say(f"round {rnd}: {len(records)} records, {terms} terminations, faults: "
                 + (", ".join(f.describe() for f in todo) or "none"))  # fmt: skip
@@ -184,7 +188,7 @@ async def _run(settings: ChaosSettings, bootstrap: str, broker: Any) -> int:
     violations = result.violations()
     if violations:
         print(f"\n{len(violations)} violation(s):")
-        print(report.findings_text(result, progress.faults))
+        print(report.findings_text(result, progress.faults, progress.rounds))
     if progress.not_quiet:
         print(f"\nthe pipeline did not go quiet: {progress.not_quiet}")
     if pipeline.exits:

@@ -163,3 +163,18 @@ def test_every_violation_kind_has_a_test_above() -> None:
         c.OVERDUE,
     }  # fmt: skip
     assert covered == set(c.VIOLATIONS)
+
+
+def test_a_missing_requeue_says_when_a_later_attempt_was_requeued() -> None:
+    later = decision("j1", 1)
+    decisions = [*clean()["decisions"], later]
+    expected = Expected(
+        {**EXPECTED.decisions, ("j1", 1): later}, EXPECTED.quarantines,
+        {**EXPECTED.terminations, ("j1", 1): 2}, EXPECTED.bad,
+    )  # fmt: skip
+    requeues = [{"job_id": "j1", "attempt": 1}]
+    observed = Observed(**(clean() | {"decisions": decisions, "requeues": requeues}))
+    result = c.check(expected, observed, lambda ts: 0)
+    (missing,) = result.findings
+    assert missing.column == c.REQUEUES_MISSING and missing.subject == "j1/0"
+    assert "later attempt(s) [1] requeued" in missing.detail
