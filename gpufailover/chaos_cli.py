@@ -117,16 +117,17 @@ def register(subparsers: Any) -> None:
         default=None,
         help="service logs (default a new folder under $GPUFAILOVER_STATE_DIR/chaos)",
     )
-    p.set_defaults(func=run)  # fmt: skip
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpufailover.chaos.faults import parse_kinds
+    from gpufailover.chaos.faults import parse_kinds, parse_per_round
     from gpufailover.chaos.run import ChaosSettings
     from gpufailover.chaos.run import run as run_chaos
 
     try:
         kinds = parse_kinds(args.faults)
+        per_round = parse_per_round(args.faults_per_round)
     except ValueError as exc:
         print(f"gpufailover chaos: {exc}", file=sys.stderr)
         return 2
@@ -146,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         nodes=args.nodes or max(48, 4 * args.jobs_per_round + 4),
         round_s=args.round_seconds,
         faults=kinds,
+        faults_per_round=per_round,
         bootstrap=args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP") or None,
         json_path=args.json,
         idle_after_s=args.idle_after,

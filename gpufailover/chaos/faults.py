@@ -75,6 +75,18 @@ def parse_kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
+def parse_per_round(text: str) -> tuple[int, int]:
+    """`--faults-per-round`: `N` or `MIN-MAX` (each round draws a count in that range)."""
+    low, _, high = text.partition("-")
+    try:
+        span = (int(low), int(high or low))
+    except ValueError:
+        raise ValueError(f"faults per round {text!r}: expected N or MIN-MAX") from None
+    if not 0 <= span[0] <= span[1]:
+        raise ValueError(f"faults per round {text!r}: expected 0 <= MIN <= MAX")
+    return span
+
+
 def schedule(
     seed: int,
     rounds: int,

@@ -57,6 +57,7 @@ class ChaosSettings:
     nodes: int = 48
     round_s: float = 4.0
     faults: tuple[str, ...] = ()
+    faults_per_round: tuple[int, int] = (1, 2)
     bootstrap: str | None = None
     json_path: Path | None = None
     idle_after_s: float = 600.0
@@ -127,6 +128,7 @@ async def _run(settings: ChaosSettings, bootstrap: str, broker: Any) -> int:
         workers=settings.workers,
         max_workers=settings.max_workers,
         round_s=settings.round_s,
+        per_round=settings.faults_per_round,
     )
     say(
         f"seed {settings.seed}: {settings.rounds} rounds, {len(workload.terminations)} "

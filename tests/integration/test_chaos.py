@@ -29,7 +29,7 @@ def test_a_short_chaos_run_finds_no_violation(kafka_bootstrap: str, tmp_path: Pa
         sys.executable, "-m", "gpufailover", "--log-level", "WARNING", "chaos",
         "--bootstrap", kafka_bootstrap, "--rounds", "6", "--workers", "2",
         "--seed", str(SEED), "--jobs-per-round", "4", "--faults", faults,
-        "--json", str(out), "--work-dir", str(tmp_path / "logs"),
+        "--json", str(out), "--work-dir", str(tmp_path / "logs"), "--quiesce-timeout", "180",
     ]  # fmt: skip
     env = {**os.environ, "GPUFAILOVER_STATE_DIR": str(tmp_path / "state")}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=840, env=env, check=False)

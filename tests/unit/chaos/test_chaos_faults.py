@@ -62,3 +62,15 @@ def test_parse_kinds() -> None:
     assert f.parse_kinds("kill-requeue, add-worker") == (f.KILL_REQUEUE, f.ADD_WORKER)
     with pytest.raises(ValueError, match="unknown fault kind"):
         f.parse_kinds("kill-everything")
+
+
+def test_faults_per_round() -> None:
+    assert f.parse_per_round("2") == (2, 2)
+    assert f.parse_per_round("0-3") == (0, 3)
+    for bad in ("x", "3-1", "-1"):
+        with pytest.raises(ValueError, match="faults per round"):
+            f.parse_per_round(bad)
+    two = f.schedule(4, 10, f.KINDS, workers=2, max_workers=4, round_s=4, per_round=(2, 2))
+    assert all(sum(x.round == r for x in two) == 2 for r in range(1, 10))
+    none = f.schedule(4, 10, f.KINDS, workers=2, max_workers=4, round_s=4, per_round=(0, 0))
+    assert none == []
