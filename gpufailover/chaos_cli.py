@@ -7,13 +7,16 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufailover import settings as env
 
+if TYPE_CHECKING:
+    from gpufailover.chaos.run import ChaosSettings
+
 DEFAULT_FAULTS = (
     "kill-classifier,kill-quarantine,kill-requeue,kill-job-status,add-worker,remove-worker,"
-    "broker-restart"
+    "broker-restart,broker-kill"
 )
 
 
@@ -86,6 +89,12 @@ def register(subparsers: Any) -> None:
         f"default all: {DEFAULT_FAULTS})",
     )
     p.add_argument(
+        "--faults-per-round",
+        default="1-2",
+        metavar="N|MIN-MAX",
+        help="faults in each round after the first (default 1-2)",
+    )
+    p.add_argument(
         "--bootstrap",
         default=None,
         help="use this broker instead of starting one (broker-restart is then skipped)",
@@ -120,23 +129,14 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def settings_from_args(args: argparse.Namespace) -> ChaosSettings:
+    """The run's settings; ValueError names a bad option."""
     from gpufailover.chaos.faults import parse_kinds, parse_per_round
     from gpufailover.chaos.run import ChaosSettings
-    from gpufailover.chaos.run import run as run_chaos
 
-    try:
-        kinds = parse_kinds(args.faults)
-        per_round = parse_per_round(args.faults_per_round)
-    except ValueError as exc:
-        print(f"gpufailover chaos: {exc}", file=sys.stderr)
-        return 2
     if args.rounds < 1 or args.workers < 1 or args.partitions < 1:
-        print(
-            "gpufailover chaos: --rounds, --workers and --partitions must be >= 1", file=sys.stderr
-        )
-        return 2
-    settings = ChaosSettings(
+        raise ValueError("--rounds, --workers and --partitions must be >= 1")
+    return ChaosSettings(
         rounds=args.rounds,
         workers=args.workers,
         max_workers=args.max_workers or args.workers + 2,
@@ -146,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
         bad_per_round=args.bad_per_round,
         nodes=args.nodes or max(48, 4 * args.jobs_per_round + 4),
         round_s=args.round_seconds,
-        faults=kinds,
-        faults_per_round=per_round,
+        faults=parse_kinds(args.faults),
+        faults_per_round=parse_per_round(args.faults_per_round),
         bootstrap=args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP") or None,
         json_path=args.json,
         idle_after_s=args.idle_after,
@@ -156,4 +156,14 @@ def run(args: argparse.Namespace) -> int:
         policy=args.policy,
         work_dir=args.work_dir,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpufailover.chaos.run import run as run_chaos
+
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        print(f"gpufailover chaos: {exc}", file=sys.stderr)
+        return 2
     return run_chaos(settings)

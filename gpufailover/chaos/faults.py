@@ -3,8 +3,9 @@
 Times are seconds from the start of a round. A kill is SIGKILL followed, `down_s` later, by a
 restart of the same service; `add-worker` starts one more classifier worker in the same
 consumer group; `remove-worker` stops one (SIGTERM, a clean leave); `broker-restart` stops the
-broker and starts it again on the same address. The schedule tracks the worker count so that it
-never removes the last worker nor grows past `max_workers`.
+broker (SIGTERM, a controlled shutdown) and starts it again on the same address;
+`broker-kill` does the same with SIGKILL, as a crash would. The schedule tracks the worker
+count so that it never removes the last worker nor grows past `max_workers`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ KILL_JOB_STATUS = "kill-job-status"
 ADD_WORKER = "add-worker"
 REMOVE_WORKER = "remove-worker"
 BROKER_RESTART = "broker-restart"
+BROKER_KILL = "broker-kill"
 KINDS: tuple[str, ...] = (
     KILL_CLASSIFIER,
     KILL_QUARANTINE,
@@ -28,6 +30,7 @@ KINDS: tuple[str, ...] = (
     ADD_WORKER,
     REMOVE_WORKER,
     BROKER_RESTART,
+    BROKER_KILL,
 )
 # Relative odds: classifier faults are what the issue is about, a broker restart is slow.
 WEIGHTS: dict[str, float] = {
@@ -38,6 +41,7 @@ WEIGHTS: dict[str, float] = {
     ADD_WORKER: 1.5,
     REMOVE_WORKER: 1.5,
     BROKER_RESTART: 0.5,
+    BROKER_KILL: 0.5,
 }
 # The service each kill hits (the `gpufailover` command that runs it).
 KILLED_SERVICE: dict[str, str] = {

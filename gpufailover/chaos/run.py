@@ -23,6 +23,7 @@ from gpufailover.chaos.bus import Publisher, Reader, pipeline_lag
 from gpufailover.chaos.check import BadRecord, Expected, check
 from gpufailover.chaos.faults import (
     ADD_WORKER,
+    BROKER_KILL,
     BROKER_RESTART,
     KILLED_SERVICE,
     REMOVE_WORKER,
@@ -286,12 +287,14 @@ async def _apply(fault: Fault, pipeline: Pipeline, broker: Any, progress: Progre
     elif fault.kind == REMOVE_WORKER:
         proc = await asyncio.to_thread(pipeline.remove_worker, fault.worker or 0)
         done(proc.name)
-    elif fault.kind == BROKER_RESTART:
+    elif fault.kind in (BROKER_RESTART, BROKER_KILL):
         why = _broker_restart_unavailable(broker)
         if why is not None:
             done("broker", f"skipped: {why}")
             return None
-        result = broker.restart()
+        hard = fault.kind == BROKER_KILL
+        # Blocking (stop, start, wait until ready): off the loop, so publishing goes on trying.
+        result = await asyncio.to_thread(lambda: broker.restart(hard=hard))
         if inspect.isawaitable(result):
             await result
         done(f"broker {broker.bootstrap}")
@@ -301,11 +304,14 @@ async def _apply(fault: Fault, pipeline: Pipeline, broker: Any, progress: Progre
 def _broker_restart_unavailable(broker: Any) -> str | None:
     if broker is None:
         return "--bootstrap names a broker this run does not own"
-    if not hasattr(broker, "restart"):
+    restart = getattr(broker, "restart", None)
+    if restart is None:
         return (
             "deploy.broker's running broker has no restart() yet "
             "(same-address restart, issue 11 item 7)"
         )
+    if "hard" not in inspect.signature(restart).parameters:
+        return "the broker's restart() takes no `hard` flag"
     return None
 
 
