@@ -277,6 +277,9 @@ async def _apply(fault: Fault, pipeline: Pipeline, broker: Any, progress: Progre
 
     if fault.kind in KILLED_SERVICE:
         proc = pipeline.service(KILLED_SERVICE[fault.kind], fault.worker)
+        if not proc.alive:  # an earlier kill's downtime is not over
+            done(proc.name, "skipped: already down")
+            return None
         pid = proc.pid
         await asyncio.to_thread(proc.kill)
         done(f"{proc.name} pid {pid}")
