@@ -106,7 +106,7 @@ def preceding(
 ) -> str:
     """The faults that may explain a finding: the last one before its input's round began,
     then, for an output that was written (a duplicate, a wrong decision), every fault until it
-    was written; for one never written, those of its round."""
+    was written; for one never written, those of its round and the next."""
     done = [f for f in faults if f.outcome == "done"]
     began = next((r.wall_ms for r in rounds if r.round == finding.round), None)
     if began is None:  # no input round explains it: only the time it was written can
@@ -118,9 +118,9 @@ def preceding(
     if finding.wall_ms is not None:
         head = f"written {(finding.wall_ms - began) / 1000:.1f} s after its round began"
         during = [f for f in done if began <= f.wall_ms <= finding.wall_ms]
-    else:
+    else:  # a decision may wait for the next round's records to close its window
         head = "never written"
-        during = [f for f in faults if f.round == finding.round]
+        during = [f for f in faults if finding.round <= f.round <= finding.round + 1]
     shown = [*earlier[-1:], *during]
     more = f" (+{len(shown) - show} more)" if len(shown) > show else ""
     listed = "; ".join(_fault(f) for f in shown[:show]) or "no fault"
