@@ -45,7 +45,14 @@ VIOLATIONS: tuple[str, ...] = (
     DEAD_LETTERS_FALSE,
     OVERDUE,
 )
-REDELIVERED = "decisions redelivered"  # information, not a violation
+# Information, not violations:
+REDELIVERED = "decisions redelivered"
+# The requeue service keeps one requeue watermark per job: a decision for an attempt older than
+# one it already requeued publishes nothing (that attempt's successor already runs). The
+# workload is open-loop (attempt k+1 starts without waiting for k's requeue), so when the
+# pipeline decides k+1 before k, k's requeue is superseded, not lost.
+REQUEUES_SUPERSEDED = "requeues superseded"
+INFORMATION: tuple[str, ...] = (REDELIVERED, REQUEUES_SUPERSEDED)
 COMPARED = ("verdict", "action", "suspect_nodes", "next_attempt", "rule")
 REQUEUED_ACTIONS = frozenset({"failover", "retry"})
 NO_ROUND = -1  # a finding no input round explains (e.g. a quarantine of an unknown node)
@@ -226,9 +233,11 @@ def _requeues(expected: Expected, observed: Observed) -> Iterable[Finding]:
         rnd, subject = rounds.get(key, NO_ROUND), f"{key[0]}/{key[1]}"
         if key in wanted and not got[key]:
             later = sorted(a for j, a in got if j == key[0] and a > key[1])
-            why = f"; later attempt(s) {later} requeued (decided first?)" if later else ""
-            detail = f"failover/retry decided, no requeue{why}"
-            yield Finding(REQUEUES_MISSING, rnd, subject, detail)
+            if later:
+                detail = f"no requeue: attempt(s) {later} were requeued before it was decided"
+                yield Finding(REQUEUES_SUPERSEDED, rnd, subject, detail)
+            else:
+                yield Finding(REQUEUES_MISSING, rnd, subject, "failover/retry decided, no requeue")
         elif key not in wanted:
             detail = "requeued without a failover/retry"
             yield Finding(REQUEUES_FALSE, rnd, subject, detail, last[key])

@@ -7,7 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpufailover.chaos.check import NO_ROUND, REDELIVERED, VIOLATIONS, Finding, Result
+from gpufailover.chaos.check import (
+    INFORMATION,
+    NO_ROUND,
+    REDELIVERED,
+    REQUEUES_SUPERSEDED,
+    VIOLATIONS,
+    Finding,
+    Result,
+)
 
 # Short column heads, in the order of check.VIOLATIONS, then the redeliveries.
 HEADS: dict[str, str] = {
@@ -25,6 +33,7 @@ HEADS: dict[str, str] = {
     "dead letters false": "dl.false",
     "overdue decisions": "overdue",
     REDELIVERED: "redeliv",
+    REQUEUES_SUPERSEDED: "rq.super",
 }
 
 
@@ -51,7 +60,7 @@ class RoundInfo:
 
 def table(result: Result, rounds: Sequence[RoundInfo], faults: Sequence[FaultDone]) -> str:
     counts = result.counts()
-    cols = [*VIOLATIONS, REDELIVERED]
+    cols = [*VIOLATIONS, *INFORMATION]
     head = ["round", "records", "terms", *(HEADS[c] for c in cols), "faults"]
     rows: list[list[str]] = []
     for info in rounds:
@@ -144,14 +153,14 @@ def to_json(
         "expected_decisions": result.expected_decisions,
         "observed_decisions": result.observed_decisions,
         "violations": sum(total[c] for c in VIOLATIONS),
-        "total": {c: total[c] for c in [*VIOLATIONS, REDELIVERED]},
+        "total": {c: total[c] for c in [*VIOLATIONS, *INFORMATION]},
         "rounds": [
             {
                 "round": r.round,
                 "records": r.records,
                 "terminations": r.terminations,
                 "started_s": round(r.started_s, 1),
-                **{c: counts.get(r.round, Counter())[c] for c in [*VIOLATIONS, REDELIVERED]},
+                **{c: counts.get(r.round, Counter())[c] for c in [*VIOLATIONS, *INFORMATION]},
             }
             for r in rounds
         ],
