@@ -30,6 +30,7 @@ DEAD_LETTERS_MISSING = "dead letters missing"
 DEAD_LETTERS_DUPLICATED = "dead letters duplicated"
 DEAD_LETTERS_FALSE = "dead letters false"
 OVERDUE = "overdue decisions"
+STALLED = "stalled partitions"
 VIOLATIONS: tuple[str, ...] = (
     DECISIONS_MISSING,
     DECISIONS_DUPLICATED,
@@ -44,6 +45,7 @@ VIOLATIONS: tuple[str, ...] = (
     DEAD_LETTERS_DUPLICATED,
     DEAD_LETTERS_FALSE,
     OVERDUE,
+    STALLED,
 )
 # Information, not violations:
 REDELIVERED = "decisions redelivered"
@@ -88,6 +90,8 @@ class Observed:
     quarantines: Sequence[Mapping[str, Any]]  # nodes.quarantine values (state quarantined)
     requeues: Sequence[Mapping[str, Any]]  # jobs.requeue values
     dead_letters: Sequence[Mapping[str, Any]]  # every <topic>.dlq value, either format
+    # group -> {topic[partition]: records not committed} when the wait for quiescence ended
+    lag: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,11 @@ def check(expected: Expected, observed: Observed, round_of_ts: Callable[[int], i
     result.findings += _quarantines(expected, observed, round_of_ts)
     result.findings += _requeues(expected, observed)
     result.findings += _dead_letters(expected.bad, observed.dead_letters)
+    result.findings += [
+        Finding(STALLED, NO_ROUND, f"{group} {where}", f"{n} records never committed")
+        for group, parts in sorted(observed.lag.items())
+        for where, n in sorted(parts.items())
+    ]
     return result
 
 

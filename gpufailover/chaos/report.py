@@ -32,6 +32,7 @@ HEADS: dict[str, str] = {
     "dead letters duplicated": "dl.dup",
     "dead letters false": "dl.false",
     "overdue decisions": "overdue",
+    "stalled partitions": "stalled",
     REDELIVERED: "redeliv",
     REQUEUES_SUPERSEDED: "rq.super",
 }

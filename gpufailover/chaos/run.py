@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import logging
 import sys
@@ -82,6 +83,7 @@ class Progress:
     rounds: list[report.RoundInfo] = field(default_factory=list)
     bad: list[BadRecord] = field(default_factory=list)
     not_quiet: str | None = None  # why the wait for quiescence gave up, if it did
+    lag: dict[str, dict[str, int]] = field(default_factory=dict)  # when the wait ended
 
     def since(self) -> float:
         return time.monotonic() - self.t0
@@ -102,7 +104,12 @@ def run(settings: ChaosSettings) -> int:
             say("starting a broker for this run")
             broker = stack.enter_context(running_broker())
             bootstrap = broker.bootstrap
-        return asyncio.run(_run(settings, bootstrap, broker))
+        try:
+            return asyncio.run(_run(settings, bootstrap, broker))
+        except Exception as exc:  # the run itself failed: say it, exit 2
+            log.exception("chaos run failed")
+            print(f"gpufailover chaos: the run failed: {exc}", file=sys.stderr)
+            return 2
     return 2  # unreachable: ExitStack does not swallow exceptions
 
 
@@ -177,9 +184,9 @@ async def _run(settings: ChaosSettings, bootstrap: str, broker: Any) -> int:
         await _quiesce(settings, answer.decisions.keys(), progress, reader, bootstrap, names)
     finally:
         await publisher.stop()
+        await reader.stop()
         await asyncio.to_thread(pipeline.stop)
-    observed = reader.outputs.observed(names)
-    await reader.stop()
+    observed = dataclasses.replace(reader.outputs.observed(names), lag=progress.lag)
     expected = Expected(
         decisions=answer.decisions,
         quarantines=answer.quarantines,
@@ -354,6 +361,7 @@ async def _quiesce(
                 f"{ {g: parts for g, parts in lag.items() if parts} }; checking what is there"
             )
             progress.not_quiet = f"{len(missing)} decisions missing; lag {lag}"
+            progress.lag = {g: parts for g, parts in lag.items() if parts}
             break
         if time.monotonic() - last_note > 5:
             last_note = time.monotonic()

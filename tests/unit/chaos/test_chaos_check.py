@@ -155,12 +155,20 @@ def test_dead_letters_missing_duplicated_and_false() -> None:
     assert columns(run(dead_letters=stray)) == Counter({c.DEAD_LETTERS_FALSE: 1})
 
 
+def test_a_partition_left_behind_is_stalled() -> None:
+    lag = {"gpufailover-classifier": {"training.telemetry[1]": 177}}
+    result = c.check(EXPECTED, Observed(**clean(), lag=lag), lambda ts: 0)
+    (stalled,) = result.findings
+    assert stalled.column == c.STALLED
+    assert stalled.subject == "gpufailover-classifier training.telemetry[1]"
+
+
 def test_every_violation_kind_has_a_test_above() -> None:
     covered = {
         c.DECISIONS_MISSING, c.DECISIONS_DUPLICATED, c.DECISIONS_DIFFERENT, c.QUARANTINES_MISSING,
         c.QUARANTINES_FALSE, c.QUARANTINES_DUPLICATED, c.REQUEUES_MISSING, c.REQUEUES_DUPLICATED,
         c.REQUEUES_FALSE, c.DEAD_LETTERS_MISSING, c.DEAD_LETTERS_DUPLICATED, c.DEAD_LETTERS_FALSE,
-        c.OVERDUE,
+        c.OVERDUE, c.STALLED,
     }  # fmt: skip
     assert covered == set(c.VIOLATIONS)
 
