@@ -81,6 +81,7 @@ class Expected:
     quarantines: Counter[str]  # replay's quarantine episodes per node
     terminations: Mapping[Key, int]  # every termination published -> its round
     bad: tuple[BadRecord, ...]
+    quarantine_rounds: Mapping[str, int] = field(default_factory=dict)  # node -> input round
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,9 @@ def _quarantines(
     }
     for node in sorted(expected.quarantines.keys() | records.keys()):
         want, got = expected.quarantines.get(node, 0), len(records.get(node, []))
-        rnd = round_of_ts(first_ts[node]) if node in first_ts else NO_ROUND
+        rnd = expected.quarantine_rounds.get(node, NO_ROUND)
+        if rnd == NO_ROUND and node in first_ts:
+            rnd = round_of_ts(first_ts[node])
         asked = f"{requests[node]} request(s) from the classifier"
         if want and got < want:
             yield Finding(QUARANTINES_MISSING, rnd, node, f"{got} of {want} recorded; {asked}")

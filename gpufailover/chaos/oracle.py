@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from streams.replay import Replayer
 class ReplayAnswer:
     decisions: dict[tuple[str, int], dict[str, Any]]
     quarantines: Counter[str]  # quarantine episodes per node
+    quarantine_rounds: dict[str, int]  # node -> the round whose input first quarantined it
     dead_letters: int  # input lines replay rejected (for the report)
 
 
@@ -25,7 +26,15 @@ def replay(records: Iterable[Record], policy: Policy) -> ReplayAnswer:
     replayer = Replayer(policy)
     decisions: dict[tuple[str, int], dict[str, Any]] = {}
     quarantines: Counter[str] = Counter()
-    for line in replayer.run(r.replay_line() for r in records):
+    rounds: dict[str, int] = {}
+    current = [-1]  # the round of the record replay read last (it answers before reading on)
+
+    def lines() -> Iterator[bytes]:
+        for r in records:
+            current[0] = r.round
+            yield r.replay_line()
+
+    for line in replayer.run(lines()):
         out = orjson.loads(line)
         value = out["value"]
         if out["topic"] == "failover.decisions":
@@ -35,4 +44,6 @@ def replay(records: Iterable[Record], policy: Policy) -> ReplayAnswer:
             decisions[key] = value
         elif out["topic"] == "nodes.quarantine":
             quarantines[str(out["key"])] += 1
-    return ReplayAnswer(decisions, quarantines, sum(replayer.stats.dead_letters.values()))
+            rounds.setdefault(str(out["key"]), current[0])
+    dead = sum(replayer.stats.dead_letters.values())
+    return ReplayAnswer(decisions, quarantines, rounds, dead)

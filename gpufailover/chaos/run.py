@@ -192,6 +192,7 @@ async def _run(settings: ChaosSettings, bootstrap: str, broker: Any) -> int:
         quarantines=answer.quarantines,
         terminations=workload.terminations,
         bad=tuple(progress.bad),
+        quarantine_rounds=answer.quarantine_rounds,
     )
     result = check(expected, observed, _round_of_ts)
     print(report.table(result, progress.rounds, progress.faults))

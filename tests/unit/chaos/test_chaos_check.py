@@ -130,6 +130,15 @@ def test_quarantine_missing_false_and_duplicated() -> None:
     assert columns(run(quarantines=twice)) == Counter({c.QUARANTINES_DUPLICATED: 1})
 
 
+def test_a_missing_quarantine_is_in_the_round_replay_made_it() -> None:
+    expected = Expected(
+        EXPECTED.decisions, EXPECTED.quarantines, EXPECTED.terminations, EXPECTED.bad, {"n1": 1}
+    )
+    observed = Observed(**(clean() | {"quarantines": [], "quarantine_requests": []}))
+    (missing,) = c.check(expected, observed, lambda ts: 0).findings
+    assert (missing.column, missing.round) == (c.QUARANTINES_MISSING, 1)
+
+
 def test_a_false_request_alone_is_a_false_quarantine() -> None:
     requests = [*clean()["quarantine_requests"], {"node": "n8", "ts_ms": 0}]
     result = run(quarantine_requests=requests)

@@ -71,6 +71,14 @@ def test_replay_decides_every_termination_and_rejects_every_bad_record() -> None
     actions = Counter(d["action"] for d in answer.decisions.values())
     assert {"failover", "give_up", "reject"} <= set(actions)
     assert answer.quarantines
+    assert answer.quarantine_rounds.keys() == answer.quarantines.keys()
+    for node, rnd in answer.quarantine_rounds.items():  # the round with that node's signal
+        signals = [
+            r
+            for r in w.rounds[rnd]
+            if r.key == node and r.topic in ("gpu.xid", "gpu.health") and r.bad is None
+        ]
+        assert any(orjson.loads(r.value).get("condition") != "ok" for r in signals)
 
 
 def test_markers_close_every_partition_after_the_last_record() -> None:
