@@ -100,7 +100,8 @@ def findings_text(
     lines: list[str] = []
     violations = result.violations()
     for f in violations[:limit]:
-        lines.append(f"  {f.column}: r{f.round} {f.subject}: {f.detail}")
+        where = "r?" if f.round == NO_ROUND else f"r{f.round}"
+        lines.append(f"  {f.column}: {where} {f.subject}: {f.detail}")
         lines.append(f"    {preceding(f, faults, rounds)}")
     if len(violations) > limit:
         lines.append(f"  ... {len(violations) - limit} more (see --json)")
@@ -121,7 +122,7 @@ def preceding(
     began = next((r.wall_ms for r in rounds if r.round == finding.round), None)
     if began is None:  # no input round explains it: only the time it was written can
         if finding.wall_ms is None:
-            return "after: unknown"
+            return "after: (no input round, no output to time)"
         before = [f for f in done if f.wall_ms <= finding.wall_ms]
         return "after: " + (_fault(before[-1]) if before else "no fault")
     earlier = [f for f in done if f.wall_ms < began]
