@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "producers.publish_cli",  # publish started|terminated|...
     "gpufailover.demo_cli",  # demo
     "gpufailover.bench_cli",
+    "gpufailover.chaos_cli",  # chaos
 )
 
 

@@ -1,0 +1,49 @@
+"""What the pipeline must publish: `gpufailover replay` of exactly the records published."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gpufailover.chaos.workload import Record
+from streams.policy import Policy
+from streams.replay import Replayer
+
+
+@dataclass(frozen=True)
+class ReplayAnswer:
+    decisions: dict[tuple[str, int], dict[str, Any]]
+    quarantines: Counter[str]  # quarantine episodes per node
+    quarantine_rounds: dict[str, int]  # node -> the round whose input first quarantined it
+    dead_letters: int  # input lines replay rejected (for the report)
+
+
+def replay(records: Iterable[Record], policy: Policy) -> ReplayAnswer:
+    replayer = Replayer(policy)
+    decisions: dict[tuple[str, int], dict[str, Any]] = {}
+    quarantines: Counter[str] = Counter()
+    rounds: dict[str, int] = {}
+    current = [-1]  # the round of the record replay read last (it answers before reading on)
+
+    def lines() -> Iterator[bytes]:
+        for r in records:
+            current[0] = r.round
+            yield r.replay_line()
+
+    for line in replayer.run(lines()):
+        out = orjson.loads(line)
+        value = out["value"]
+        if out["topic"] == "failover.decisions":
+            key = (str(value["job_id"]), int(value["attempt"]))
+            if key in decisions:
+                raise AssertionError(f"replay decided {key} twice")  # the engine's own promise
+            decisions[key] = value
+        elif out["topic"] == "nodes.quarantine":
+            quarantines[str(out["key"])] += 1
+            rounds.setdefault(str(out["key"]), current[0])
+    dead = sum(replayer.stats.dead_letters.values())
+    return ReplayAnswer(decisions, quarantines, rounds, dead)
