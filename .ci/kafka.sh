@@ -11,11 +11,11 @@ if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
     export GPUFAILOVER_STATE_DIR="$own_state"
   fi
   cleanup() {
-    env -u KAFKA_BOOTSTRAP "$gpufailover" broker stop || true
+    env -u KAFKA_BOOTSTRAP "$gpufailover" broker stop --delete-data || true
     if [ -n "$own_state" ]; then rm -rf "$own_state"; fi
   }
   trap cleanup EXIT
-  KAFKA_BOOTSTRAP="$("$gpufailover" broker start)"
+  KAFKA_BOOTSTRAP="$("$gpufailover" broker start --fresh)"
 fi
 export KAFKA_BOOTSTRAP
 "$@"

@@ -1,225 +1,307 @@
-"""Launch, probe and stop a real single-node Apache Kafka (KRaft) broker without Docker.
+"""A real single-node Apache Kafka (KRaft) broker without Docker, that can be stopped and
+started again as the same broker.
 
-    with running_broker() as broker:        # tests: fresh ports and log dir, removed afterwards
+    with running_broker() as broker:        # tests: a new cluster, its files removed afterwards
         use(broker.bootstrap)
+        broker.restart()                    # graceful: SIGTERM, controlled shutdown
+        broker.restart(hard=True)           # SIGKILL, as a crash would
+        broker.stop(); ...; broker.start()  # down for a while
 
-The broker runs as `java ... kafka.Kafka server.properties` in its own process group, with its
-output in files (never a pipe). It is ready when its log says `Kafka Server started` and a
-metadata request through aiokafka lists one broker.
+A `Broker` is a run directory (config with its ports, the formatted data, logs) and, while it
+runs, a JVM (`java ... kafka.Kafka server.properties`, own process group, output to files).
+Every start uses the same directory, so the bootstrap address, the KRaft cluster id, topics,
+records and committed offsets stay; clients keep their address and reconnect. A start whose
+port is held by another process fails with `PortInUseError`: the broker never moves.
+It is ready when its log says `Kafka Server started` and a metadata request lists one broker.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from deploy.broker_config import BrokerFiles, allocate_ports, new_cluster_id, write_config
+from deploy.broker_config import (
+    BrokerFiles,
+    BrokerPorts,
+    allocate_ports,
+    formatted_cluster_id,
+    new_cluster_id,
+    port_is_free,
+    read_ports,
+    write_config,
+)
+from deploy.broker_process import (
+    POLL_S,
+    PORT_IN_USE_LINE,
+    READY_LINE,
+    BrokerError,
+    LogFollower,
+    PortInUseError,
+    format_storage,
+    jvm_alive,
+    log_sizes,
+    log_tail,
+    read_since,
+    signal_group,
+    spawn,
+    wait_exit,
+)
 from deploy.kafka_admin import KafkaUnavailableError, cluster_broker_ids, run_sync
 from deploy.kafka_jars import KAFKA_VERSION, resolve_jars
 
+__all__ = ["Broker", "BrokerError", "PortInUseError", "running_bootstrap", "running_broker"]
+
 log = logging.getLogger(__name__)
 
-READY_LINE = "Kafka Server started"
-JVM_OPTS = ("-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true")
-_POLL_S = 0.1
-_TAIL_LINES = 40
-# Brokers started by this process: kept so they can be reaped (no zombies, no ResourceWarning).
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+_KILL_WAIT_S = 10.0
 
 
-class BrokerError(RuntimeError):
-    """The broker could not be started, did not become ready, or could not be stopped."""
+class Broker:
+    """One local broker: a run directory that outlives its JVM. See the module docstring."""
 
-
-@dataclass(frozen=True)
-class RunningBroker:
-    bootstrap: str
-    pid: int  # also the process-group id
-    run_dir: Path
-    data_dir: Path
-    log_path: Path  # the broker's log4j log
-    console_path: Path  # JVM stdout/stderr
-    cluster_id: str
-    kafka_version: str = KAFKA_VERSION
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        ports: BrokerPorts,
+        cluster_id: str,
+        cache_dir: Path | None = None,
+        pid: int | None = None,
+    ) -> None:
+        self.files = BrokerFiles(run_dir)
+        self.ports = ports
+        self.cluster_id = cluster_id
+        self.kafka_version = KAFKA_VERSION
+        self._cache_dir = cache_dir
+        self._pid = pid  # of the JVM (and its process group) this object started or was given
+        self._child: subprocess.Popen[bytes] | None = None
+        self._since = log_sizes(self.files)  # the current (or last) start's share of the logs
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunningBroker:
-        return cls(
-            bootstrap=str(data["bootstrap"]),
-            pid=int(data["pid"]),
-            run_dir=Path(data["run_dir"]),
-            data_dir=Path(data["data_dir"]),
-            log_path=Path(data["log_path"]),
-            console_path=Path(data["console_path"]),
-            cluster_id=str(data["cluster_id"]),
-            kafka_version=str(data.get("kafka_version", KAFKA_VERSION)),
-        )
+    def create(cls, run_dir: Path | None = None, *, cache_dir: Path | None = None) -> Broker:
+        """A new cluster: new ports, config and formatted storage in a new or empty `run_dir`
+        (a temporary directory by default). Not started."""
+        if run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
+            raise BrokerError(f"run directory {run_dir} is not empty: it holds another broker")
+        lib = resolve_jars(cache_dir)
+        if run_dir is None:
+            run_dir = Path(tempfile.mkdtemp(prefix="gpufailover-kafka-"))
+        files = BrokerFiles(run_dir)
+        ports = allocate_ports()
+        write_config(files, ports)
+        cluster_id = new_cluster_id()
+        format_storage(lib, files, cluster_id)
+        log.info("new Kafka cluster %s for %s in %s", cluster_id, ports.bootstrap, run_dir)
+        return cls(run_dir, ports=ports, cluster_id=cluster_id, cache_dir=cache_dir)
 
-
-def java_executable() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        raise BrokerError("`java` not found (set JAVA_HOME or put JDK 17+ on PATH)")
-    return found
-
-
-def _java_cmd(lib: Path, files: BrokerFiles, *args: str) -> list[str]:
-    log_flag = f"-Dlog4j.configuration=file:{files.log4j_properties}"
-    return [java_executable(), *JVM_OPTS, log_flag, "-cp", f"{lib}/*", *args]
-
-
-def start_broker(
-    *,
-    run_dir: Path | None = None,
-    cache_dir: Path | None = None,
-    ready_timeout_s: float = 60.0,
-) -> RunningBroker:
-    """Resolve jars, write config, format storage, start the broker and wait until it is ready.
-
-    `run_dir` must be new or empty (a temporary directory by default); it is left in place.
-    """
-    lib = resolve_jars(cache_dir)
-    if run_dir is None:
-        run_dir = Path(tempfile.mkdtemp(prefix="gpufailover-kafka-"))
-    elif run_dir.exists() and any(run_dir.iterdir()):
-        raise BrokerError(
-            f"run directory {run_dir} is not empty (a formatted log dir is not reusable)"
-        )
-    files = BrokerFiles(run_dir)
-    ports = allocate_ports()
-    write_config(files, ports)
-    cluster_id = new_cluster_id()
-    _format_storage(lib, files, cluster_id)
-
-    log.info("starting Kafka %s broker on %s (run dir %s)", KAFKA_VERSION, ports.bootstrap, run_dir)
-    cmd = _java_cmd(lib, files, "kafka.Kafka", str(files.server_properties))
-    with files.console_log.open("ab") as console:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=run_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: stop signals reach the whole JVM tree
-        )
-    _CHILDREN[proc.pid] = proc
-    broker = RunningBroker(
-        bootstrap=ports.bootstrap,
-        pid=proc.pid,
-        run_dir=run_dir,
-        data_dir=files.data_dir,
-        log_path=files.server_log,
-        console_path=files.console_log,
-        cluster_id=cluster_id,
-    )
-    try:
-        wait_ready(broker, timeout_s=ready_timeout_s)
-    except BaseException:
-        stop_broker(broker, grace_s=5.0)
-        raise
-    return broker
-
-
-def _format_storage(lib: Path, files: BrokerFiles, cluster_id: str) -> None:
-    cmd = _java_cmd(
-        lib, files, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-        "-c", str(files.server_properties),
-    )  # fmt: skip
-    started = time.monotonic()
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
-    )
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip()
-        raise BrokerError(f"formatting {files.data_dir} failed (exit {proc.returncode}):\n{output}")
-    log.debug("formatted %s in %.1f s", files.data_dir, time.monotonic() - started)
-
-
-def wait_ready(broker: RunningBroker, *, timeout_s: float = 60.0) -> None:
-    """Block until the log says the server started and a metadata request lists one broker."""
-    started = time.monotonic()
-    deadline = started + timeout_s
-    next_report = started + 5.0
-    follower = _LogFollower(broker.log_path)
-    while not follower.seen(READY_LINE):
-        _check_alive(broker)
-        now = time.monotonic()
-        if now > deadline:
-            raise BrokerError(_with_tail(f"broker not ready after {timeout_s:g} s", broker))
-        if now >= next_report:
-            log.info("waiting for the broker to start (%.0f s)...", now - started)
-            next_report += 5.0
-        time.sleep(_POLL_S)
-    while True:
-        remaining = deadline - time.monotonic()
+    @classmethod
+    def open(
+        cls, run_dir: Path, *, cache_dir: Path | None = None, pid: int | None = None
+    ) -> Broker:
+        """The broker `create` made in `run_dir`, as it was left (`pid`: its JVM, if known)."""
+        files = BrokerFiles(run_dir)
         try:
-            ids = run_sync(cluster_broker_ids(broker.bootstrap, timeout_s=max(1.0, remaining)))
-        except KafkaUnavailableError as exc:
-            _check_alive(broker)
+            ports = read_ports(files)
+        except (OSError, ValueError) as exc:
+            raise BrokerError(f"no usable broker config in {run_dir}: {exc}") from exc
+        cluster_id = formatted_cluster_id(files)
+        if cluster_id is None:
+            raise BrokerError(f"no formatted Kafka data in {files.data_dir}")
+        return cls(run_dir, ports=ports, cluster_id=cluster_id, cache_dir=cache_dir, pid=pid)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.ports.bootstrap
+
+    @property
+    def run_dir(self) -> Path:
+        return self.files.run_dir
+
+    @property
+    def data_dir(self) -> Path:
+        return self.files.data_dir
+
+    @property
+    def log_path(self) -> Path:
+        """The broker's log4j log (appended to by every start)."""
+        return self.files.server_log
+
+    @property
+    def console_path(self) -> Path:
+        """JVM stdout/stderr (appended to by every start)."""
+        return self.files.console_log
+
+    @property
+    def pid(self) -> int | None:
+        """The JVM's pid (also its process-group id) while it runs; None when stopped."""
+        return self._pid if self.is_running() else None
+
+    def is_running(self) -> bool:
+        return self._pid is not None and jvm_alive(self._pid, self.files, self._child)
+
+    def start(self, *, ready_timeout_s: float = 60.0) -> None:
+        """Start the JVM on this run directory's ports and data; return once it is ready.
+
+        Raises PortInUseError when another process holds one of its ports, BrokerError when it
+        is already running, exits early or is not ready in time (it is stopped again then).
+        """
+        if self.is_running():
+            raise BrokerError(f"broker {self.bootstrap} is already running (pid {self._pid})")
+        if formatted_cluster_id(self.files) != self.cluster_id:
+            raise BrokerError(f"{self.data_dir} no longer holds cluster {self.cluster_id}")
+        self._check_ports_free()
+        lib = resolve_jars(self._cache_dir)
+        self._since = log_sizes(self.files)
+        log.info("starting Kafka %s broker on %s (%s)", KAFKA_VERSION, self.bootstrap, self.run_dir)
+        self._child = spawn(lib, self.files)
+        self._pid = self._child.pid
+        try:
+            self._wait_ready(ready_timeout_s)
+        except BaseException:
+            self.stop(grace_s=5.0)
+            raise
+
+    def stop(self, *, grace_s: float = 30.0) -> None:
+        """Graceful stop: SIGTERM (Kafka's controlled shutdown), SIGKILL after `grace_s`.
+
+        The files stay; `start` brings the same broker back. A no-op when it is not running.
+        """
+        if self._pid is not None and self.is_running():
+            log.info("stopping Kafka broker pid %d (%s)", self._pid, self.bootstrap)
+            signal_group(self._pid, signal.SIGTERM)
+            if not wait_exit(self._pid, self.files, self._child, grace_s):
+                log.warning("broker pid %d ignored SIGTERM for %.0f s: SIGKILL", self._pid, grace_s)
+                self._kill_group(self._pid)
+        self._forget_process()
+
+    def kill(self) -> None:
+        """Hard stop: SIGKILL the JVM at once, as a crash would. The files stay; the next
+        start recovers the logs. A no-op when it is not running."""
+        if self._pid is not None and self.is_running():
+            log.info("killing Kafka broker pid %d (%s) with SIGKILL", self._pid, self.bootstrap)
+            self._kill_group(self._pid)
+        self._forget_process()
+
+    def restart(
+        self, *, hard: bool = False, grace_s: float = 30.0, ready_timeout_s: float = 60.0
+    ) -> None:
+        """`stop` (or `kill` when `hard`), then `start`: same address, cluster and data."""
+        if hard:
+            self.kill()
+        else:
+            self.stop(grace_s=grace_s)
+        self.start(ready_timeout_s=ready_timeout_s)
+
+    def remove_files(self) -> None:
+        """Delete the run directory (config, data, logs). Only when stopped."""
+        if self.is_running():
+            raise BrokerError(f"broker {self.bootstrap} is running: stop it before removing it")
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def log_tail(self) -> str:
+        """What the current (or last) start wrote: its first errors and its last lines."""
+        return log_tail(self._since)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the state file records (paths for people; `open` reads the rest from disk)."""
+        return {
+            "bootstrap": self.bootstrap,
+            "pid": self.pid,
+            "run_dir": str(self.run_dir),
+            "data_dir": str(self.data_dir),
+            "log_path": str(self.log_path),
+            "console_path": str(self.console_path),
+            "cluster_id": self.cluster_id,
+            "kafka_version": self.kafka_version,
+        }
+
+    def __repr__(self) -> str:
+        where = f"{self.bootstrap}, cluster {self.cluster_id}, pid {self.pid}"
+        return f"Broker({where}, {self.run_dir})"
+
+    def _check_ports_free(self) -> None:
+        for role, port in (("client", self.ports.client), ("controller", self.ports.controller)):
+            if not port_is_free(port):
+                raise PortInUseError(
+                    f"port {port} ({role} port of the broker in {self.run_dir}) is in use by "
+                    "another process; the broker keeps its address, so it does not move to "
+                    "another port"
+                )
+
+    def _kill_group(self, pid: int) -> None:
+        signal_group(pid, signal.SIGKILL)
+        if not wait_exit(pid, self.files, self._child, _KILL_WAIT_S):
+            raise BrokerError(f"broker pid {pid} survived SIGKILL for {_KILL_WAIT_S:g} s")
+
+    def _forget_process(self) -> None:
+        if self._pid is not None and self._child is None:
+            self._wait_ports_released()
+        self._pid = None
+        self._child = None
+
+    def _wait_ports_released(self) -> None:
+        """Wait until the ports of a JVM we did not spawn are free: /proc shows such a JVM
+        gone (its memory released) a moment before the kernel closes its sockets."""
+        deadline = time.monotonic() + _KILL_WAIT_S
+        ports = (self.ports.client, self.ports.controller)
+        while not all(port_is_free(port) for port in ports):
             if time.monotonic() > deadline:
-                raise BrokerError(
-                    _with_tail(f"no metadata from {broker.bootstrap}", broker)
-                ) from exc
-            time.sleep(_POLL_S)
-            continue
-        if len(ids) == 1:
-            break
-        raise BrokerError(_with_tail(f"expected one broker in the metadata, got {ids}", broker))
-    log.info("Kafka broker ready at %s in %.1f s", broker.bootstrap, time.monotonic() - started)
+                log.warning("ports %s still in use %g s after it exited", ports, _KILL_WAIT_S)
+                return
+            time.sleep(POLL_S)
 
+    def _wait_ready(self, timeout_s: float) -> None:
+        """Block until this start's log says the server started and metadata lists one broker."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        next_report = started + 5.0
+        follower = LogFollower(self.log_path, self._since[self.log_path])
+        while not follower.seen(READY_LINE):
+            self._check_alive()
+            now = time.monotonic()
+            if now > deadline:
+                raise BrokerError(self._with_tail(f"broker not ready after {timeout_s:g} s"))
+            if now >= next_report:
+                log.info("waiting for the broker to start (%.0f s)...", now - started)
+                next_report += 5.0
+            time.sleep(POLL_S)
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                ids = run_sync(cluster_broker_ids(self.bootstrap, timeout_s=max(1.0, remaining)))
+            except KafkaUnavailableError as exc:
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    message = self._with_tail(f"no metadata from {self.bootstrap}")
+                    raise BrokerError(message) from exc
+                time.sleep(POLL_S)
+                continue
+            if len(ids) == 1:
+                break
+            raise BrokerError(self._with_tail(f"expected one broker in the metadata, got {ids}"))
+        log.info("Kafka broker ready at %s in %.1f s", self.bootstrap, time.monotonic() - started)
 
-def is_running(broker: RunningBroker) -> bool:
-    """Whether the broker's JVM is alive (and the pid is still that JVM, not a reused pid)."""
-    child = _CHILDREN.get(broker.pid)
-    if child is not None:
-        return child.poll() is None
-    cmdline = Path(f"/proc/{broker.pid}/cmdline")
-    if cmdline.parent.parent.exists():  # Linux: check what the pid runs now
-        try:
-            args = cmdline.read_bytes().split(b"\0")
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        return str(broker.run_dir / "server.properties").encode() in args
-    try:
-        os.kill(broker.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    def _check_alive(self) -> None:
+        if self.is_running():
+            return
+        code = self._child.returncode if self._child is not None else "?"
+        self._forget_process()
+        output = read_since(self.log_path, self._since[self.log_path])
+        message = f"broker exited (code {code}) before it was ready"
+        if PORT_IN_USE_LINE in output:
+            raise PortInUseError(self._with_tail(f"{message}: a port is in use"))
+        raise BrokerError(self._with_tail(message))
 
-
-def stop_broker(
-    broker: RunningBroker, *, grace_s: float = 30.0, remove_files: bool = False
-) -> None:
-    """SIGTERM the process group, SIGKILL after `grace_s`; optionally delete the run dir."""
-    if is_running(broker):
-        log.info("stopping Kafka broker pid %d (%s)", broker.pid, broker.bootstrap)
-        _signal_group(broker.pid, signal.SIGTERM)
-        if not _wait_exit(broker, grace_s):
-            log.warning("broker pid %d ignored SIGTERM for %.0f s: SIGKILL", broker.pid, grace_s)
-            _signal_group(broker.pid, signal.SIGKILL)
-            if not _wait_exit(broker, 10.0):
-                raise BrokerError(f"broker pid {broker.pid} survived SIGKILL")
-    _CHILDREN.pop(broker.pid, None)
-    if remove_files:
-        shutil.rmtree(broker.run_dir, ignore_errors=True)
+    def _with_tail(self, message: str) -> str:
+        return f"{message} (run dir {self.run_dir})\n{self.log_tail()}"
 
 
 def running_bootstrap() -> str | None:
@@ -233,82 +315,17 @@ def running_bootstrap() -> str | None:
 @contextmanager
 def running_broker(
     *, cache_dir: Path | None = None, ready_timeout_s: float = 60.0
-) -> Iterator[RunningBroker]:
-    """A fresh broker for the duration of the block; its files are removed afterwards."""
-    broker = start_broker(cache_dir=cache_dir, ready_timeout_s=ready_timeout_s)
+) -> Iterator[Broker]:
+    """A new cluster, started, for the duration of the block; its files are removed afterwards.
+
+    The block may stop, kill, start and restart it; it is stopped at the end in any case.
+    """
+    broker = Broker.create(cache_dir=cache_dir)
     try:
+        broker.start(ready_timeout_s=ready_timeout_s)
         yield broker
     finally:
-        stop_broker(broker, remove_files=True)
-
-
-def log_tail(broker: RunningBroker, lines: int = _TAIL_LINES) -> str:
-    """The first ERROR/FATAL lines (the cause hides above the shutdown noise), then the tails."""
-    parts = []
-    for path in (broker.log_path, broker.console_path):
         try:
-            text = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except FileNotFoundError:
-            continue
-        errors = [line for line in text if " ERROR " in line or " FATAL " in line][:10]
-        if errors:
-            parts.append(f"--- first errors in {path} ---\n" + "\n".join(errors))
-        if text:
-            parts.append(f"--- last {lines} lines of {path} ---\n" + "\n".join(text[-lines:]))
-    return "\n".join(parts) or f"(no broker output in {broker.run_dir})"
-
-
-def _with_tail(message: str, broker: RunningBroker) -> str:
-    return f"{message} (run dir {broker.run_dir})\n{log_tail(broker)}"
-
-
-def _check_alive(broker: RunningBroker) -> None:
-    child = _CHILDREN.get(broker.pid)
-    code = child.poll() if child is not None else (None if is_running(broker) else "?")
-    if code is not None:
-        raise BrokerError(_with_tail(f"broker exited (code {code}) before it was ready", broker))
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(pid, sig)
-
-
-def _wait_exit(broker: RunningBroker, timeout_s: float) -> bool:
-    child = _CHILDREN.get(broker.pid)
-    if child is not None:
-        try:
-            child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-    deadline = time.monotonic() + timeout_s
-    while is_running(broker):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(_POLL_S)
-    return True
-
-
-class _LogFollower:
-    """Reads a growing log file incrementally and remembers whether a line was seen."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._offset = 0
-        self._carry = b""
-
-    def seen(self, needle: str) -> bool:
-        wanted = needle.encode()
-        try:
-            with self._path.open("rb") as fh:
-                fh.seek(self._offset)
-                chunk = fh.read()
-        except FileNotFoundError:
-            return False
-        self._offset += len(chunk)
-        text = self._carry + chunk
-        if wanted in text:
-            return True
-        self._carry = text[-len(wanted) :]
-        return False
+            broker.stop()
+        finally:
+            broker.remove_files()

@@ -1,8 +1,15 @@
-"""Configuration files for a single-node KRaft broker (broker + controller in one process)."""
+"""Configuration files for a single-node KRaft broker (broker + controller in one process).
+
+A run directory holds everything one broker needs across restarts: `server.properties` (its
+ports), `data/` (its log dirs; `data/meta.properties` names the KRaft cluster id) and its logs.
+Starting again from the same run directory is the same broker on the same address.
+"""
 
 from __future__ import annotations
 
 import base64
+import errno
+import random
 import secrets
 import socket
 from dataclasses import dataclass
@@ -10,6 +17,10 @@ from pathlib import Path
 
 HOST = "127.0.0.1"
 NODE_ID = 1
+# Used when the kernel's ephemeral range cannot be read (Linux's default range).
+_DEFAULT_EPHEMERAL = (32768, 60999)
+_LOWEST_PICKED_PORT = 10000
+_PICK_TRIES = 50
 
 
 @dataclass(frozen=True)
@@ -24,7 +35,7 @@ class BrokerPorts:
 
 @dataclass(frozen=True)
 class BrokerFiles:
-    """Where one broker run keeps its files (all under one fresh run directory)."""
+    """Where one broker keeps its files, all under one run directory, across restarts."""
 
     run_dir: Path
 
@@ -39,6 +50,11 @@ class BrokerFiles:
     @property
     def data_dir(self) -> Path:
         return self.run_dir / "data"
+
+    @property
+    def meta_properties(self) -> Path:
+        """Written by Kafka's storage format: the cluster id and node id of the data."""
+        return self.data_dir / "meta.properties"
 
     @property
     def server_log(self) -> Path:
@@ -62,20 +78,54 @@ def new_cluster_id() -> str:
             return cid
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it)."""
+def port_is_free(port: int) -> bool:
+    """Whether a listener could bind 127.0.0.1:`port` now.
+
+    Binds with SO_REUSEADDR, as the JVM's server sockets do on Linux, so that the sockets a
+    stopped broker left in TIME_WAIT do not count as taken; a listening socket does.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+        return True
+
+
+def ephemeral_port_range(
+    path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range"),
+) -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux; a default elsewhere)."""
+    try:
+        low, high = (int(part) for part in path.read_text(encoding="ascii").split())
+    except (OSError, ValueError):
+        return _DEFAULT_EPHEMERAL
+    return low, high
+
+
+def pick_port(*, taken: frozenset[int] = frozenset(), rng: random.Random | None = None) -> int:
+    """A free port below the kernel's ephemeral range.
+
+    A stopped broker's port must still be free when it starts again. The kernel hands ports
+    of its ephemeral range to every outgoing connection (clients retrying a stopped broker
+    make many), so the broker's port is taken from below that range.
+    """
+    rng = rng or random.SystemRandom()
+    low, _ = ephemeral_port_range()
+    top = max(low, _LOWEST_PICKED_PORT + 1000)  # an odd kernel range: still pick from 10000 up
+    for _ in range(_PICK_TRIES):
+        port = rng.randrange(_LOWEST_PICKED_PORT, top)
+        if port not in taken and port_is_free(port):
+            return port
+    raise OSError(f"no free port in {_LOWEST_PICKED_PORT}..{top - 1} after {_PICK_TRIES} tries")
 
 
 def allocate_ports() -> BrokerPorts:
-    client = free_port()
-    controller = free_port()
-    while controller == client:
-        controller = free_port()
-    return BrokerPorts(client=client, controller=controller)
+    client = pick_port()
+    return BrokerPorts(client=client, controller=pick_port(taken=frozenset({client})))
 
 
 def server_properties(ports: BrokerPorts, data_dir: Path) -> dict[str, str]:
@@ -136,3 +186,57 @@ def write_config(files: BrokerFiles, ports: BrokerPorts) -> None:
     files.log4j_properties.write_text(
         render_properties(log4j_properties(files.server_log)), encoding="utf-8"
     )
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """The key=value lines of a .properties file as `render_properties` writes them.
+
+    Comments and blank lines are skipped; escapes are undone. (Kafka's own files, such as
+    meta.properties, use the same subset.)
+    """
+    unescape = {"n": "\n", "r": "\r"}
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.lstrip()  # as Java: leading blanks go, trailing ones belong to the value
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ValueError(f"not a key=value line: {raw!r}")
+        out, chars = [], iter(value.lstrip())
+        for char in chars:
+            if char == "\\":
+                char = next(chars, "")
+                char = unescape.get(char, char)
+            out.append(char)
+        props[key.strip()] = "".join(out)
+    return props
+
+
+def ports_of(props: dict[str, str]) -> BrokerPorts:
+    """The client and controller ports a server.properties listens on."""
+    listeners = props.get("listeners")
+    if not listeners:
+        raise ValueError("no `listeners` in server.properties")
+    found: dict[str, int] = {}
+    for listener in listeners.split(","):
+        name, _, address = listener.partition("://")
+        found[name.strip()] = int(address.rpartition(":")[2])
+    try:
+        return BrokerPorts(client=found["PLAINTEXT"], controller=found["CONTROLLER"])
+    except KeyError as exc:
+        raise ValueError(f"listeners {listeners!r} lack {exc.args[0]}") from None
+
+
+def read_ports(files: BrokerFiles) -> BrokerPorts:
+    """The ports of the run directory's server.properties (what a restart will listen on)."""
+    return ports_of(parse_properties(files.server_properties.read_text(encoding="utf-8")))
+
+
+def formatted_cluster_id(files: BrokerFiles) -> str | None:
+    """The KRaft cluster id the data directory was formatted with; None if not formatted."""
+    try:
+        text = files.meta_properties.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    return parse_properties(text).get("cluster.id")

@@ -247,6 +247,16 @@ def build() -> gd.Dashboard:
     )
     d = d.with_panel(
         _series(
+            "Terminations awaiting a decision",
+            "Terminations the job status service read with no decision yet, and those past the "
+            "decision deadline (alert GpuFailoverDecisionOverdue; it works with the classifier "
+            "down).",
+            Q("max(gpufailover_jobstatus_awaited_decisions)", "awaiting"),
+            Q("max(gpufailover_jobstatus_overdue_decisions)", "overdue"),
+        )
+    )
+    d = d.with_panel(
+        _series(
             "Hang and straggler alerts",
             "Alerts the classifier published on failover.alerts, per interval.",
             Q(f"sum by (kind) (increase(gpufailover_classifier_alerts_total[{RATE}]))", "{{kind}}"),
@@ -351,11 +361,13 @@ def build() -> gd.Dashboard:
     d = d.with_panel(
         _series(
             "Actuator errors",
-            "Cordon/uncordon calls that failed, per interval, by action.",
+            "Cordon/uncordon calls that failed, per interval, by action (each is retried), and "
+            "desired states not actuated yet.",
             Q(
                 f"sum by (action) (increase(gpufailover_quarantine_actuator_errors_total[{RATE}]))",
                 "{{action}}",
             ),
+            Q("max(gpufailover_quarantine_actuations_owed)", "owed"),
         )
     )
     return d

@@ -45,6 +45,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wave", type=int, help="flood: nodes in the XID wave (default 100,000)")
     p.add_argument("--nodes", type=int, help="memory: nodes with evidence (default 100,000)")
     p.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
+    p.add_argument(
+        "--workers",
+        dest="scaleout_workers",
+        type=_worker_counts,
+        metavar="N[,N...]",
+        help="scaleout: worker counts compared with 1 worker (default 2), e.g. 2,3",
+    )
     p.add_argument("--bootstrap", help="broker to use (default: KAFKA_BOOTSTRAP, else start one)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the rows here as JSON")
     p.add_argument(
@@ -60,6 +67,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="record the classifier with py-spy into DIR (collapsed stacks per scenario)",
     )
+
+
+def _worker_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected worker counts like 2,3, got {text!r}") from None
+    if not counts or min(counts) < 2:
+        raise argparse.ArgumentTypeError("worker counts must be 2 or more")
+    return counts
 
 
 def run(args: argparse.Namespace) -> int:

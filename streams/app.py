@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 import faust
 import faust.exceptions
@@ -208,7 +208,8 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
                     msg.key,
                     msg.value,
                     f"{type(exc).__name__}: {exc}",
-                    "processing",
+                    "process",
+                    f"{agent}-agent",
                 )
                 results = [bad] if bad else []
             for out in results:
@@ -236,6 +237,16 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         names.node_evidence,
     }
     dlqs = {names.dlq(real) for real in inputs if names.spec(real).dlq}
+
+    async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+        # The glues cache each partition's clock; a partition that comes back may have been
+        # moved on by another worker meanwhile: reload it from the (recovered) table.
+        revoked: set[TP] = args[0] if args else kwargs.get("revoked", set())
+        partitions = {tp.partition for tp in revoked}
+        node_glue.forget(partitions)
+        job_glue.forget(partitions)
+
+    app.on_partitions_revoked.connect(cast(Any, on_revoked))
 
     @app.task  # type: ignore[untyped-decorator]
     async def signal_filter() -> None:

@@ -12,7 +12,8 @@ the next record is acked and the commit moves past them (a 1-record head gap is 
    cleared (the order before faust PR #241); and the consumer thread gets a snapshot of the
    active partitions, because aiokafka takes an empty set for "all partitions" and faust
    drops what it returns for paused ones (which the reorder alone made happen at every start
-   with records waiting).
+   with records waiting); and input partitions with no committed offset, which faust's
+   `seek_to_committed` leaves where the fetcher was, are sought to their earliest offset.
 2. `hole guard`: every input record the consumer thread returns is remembered until it is
    acked. One that a later record of its partition overtakes unacked was lost (cleared from a
    buffer, dropped by `getmany`, "DROPPED MESSAGE ROFF"): it is logged, counted, and that
@@ -147,10 +148,44 @@ def _patch_new_offset(
     return new_offset
 
 
-def _patch_perform_seek(original: Callable[[Any], Awaitable[None]]) -> Callable[..., Any]:
+async def seek_uncommitted_inputs(consumer: Any) -> list[Any]:
+    """Seek the input partitions that have no committed offset to their earliest offset.
+
+    faust's `seek_to_committed` moves only partitions with a committed offset above 0. A
+    partition with none (a new group, or records processed since the start but not committed
+    yet) keeps the position its fetcher reached before the rebalance or recovery, and the
+    records fetched up to there and cleared from the buffers are never fetched again (seen
+    with 2 and 3 workers starting together: a worker lost hundreds of node reports). This is
+    `auto_offset_reset=earliest` made explicit; records processed already are processed again,
+    which the engine absorbs (at-least-once).
+    """
+    tps = [
+        tp
+        for tp in consumer.assignment()
+        if _is_input(consumer, tp) and not consumer._committed_offset.get(tp)
+    ]
+    if not tps:
+        return []
+    earliest = await consumer.earliest_offsets(*tps)
+    for tp in tps:
+        offset = earliest.get(tp)
+        if offset is not None:
+            await consumer.seek(tp, offset)
+    return tps
+
+
+def _patch_perform_seek(
+    original: Callable[[Any], Awaitable[None]], seek_uncommitted: bool = True
+) -> Callable[..., Any]:
     @functools.wraps(original)
     async def perform_seek(self: Any) -> None:
         await original(self)
+        if seek_uncommitted:
+            sought = await seek_uncommitted_inputs(self)
+            if sought:
+                log.info(
+                    "no committed offset: %d input partition(s) sought to the earliest", len(sought)
+                )
         watch = watch_of(self)
         for tp, position in list(self._read_offset.items()):
             if not self._is_changelog_tp(tp):
@@ -255,8 +290,9 @@ def apply(patches: str | None = None) -> None:
     if patches != "all":
         log.warning("%s=%s: faust's recovery can lose input records", PATCHES_ENV, patches)
     guard, order = patches != "none", patches == "all"
+    perform_seek = functools.partial(_patch_perform_seek, seek_uncommitted=order)
     _install(ThreadDelegateConsumer, "_getmany", _patch_getmany(order) if guard else None)
     _install(Consumer, "_new_offset", _patch_new_offset if guard else None)
-    _install(Consumer, "perform_seek", _patch_perform_seek if guard else None)
+    _install(Consumer, "perform_seek", perform_seek if guard else None)
     for name in ("on_recovery_completed", "_resume_streams"):
         _install(Recovery, name, _resume_inputs_after_clear if order else None)

@@ -7,7 +7,7 @@ the records to send, so the agents in `streams.app` stay a few lines each.
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ import orjson
 
 from deploy.topics import TopicNames
 from schemas.codec import loads
+from schemas.dead_letter import DeadLetter
 from schemas.decisions import Decision, Evidence
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -24,7 +25,7 @@ from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import Policy
 
 log = logging.getLogger("gpufailover.classifier")
-CLOCK_PERSIST_EVERY_MS = 1000
+CLOCK_PERSIST_EVERY_MS = 1000  # the job side's clock (hang alerts only) is persisted lazily
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +49,10 @@ def dead_letter(
     value: bytes | None,
     error: str,
     kind: str,
+    component: str,
 ) -> Out | None:
-    """The DLQ record for a bad input; None (logged) for topics without a DLQ (internal)."""
+    """The DLQ record (`schemas.dead_letter`) for a bad input; None (logged) for topics without
+    a DLQ (internal: written by the classifier itself)."""
     log.warning("dead-lettering %s[%d]@%d: %s (%s)", topic, partition, offset, error, kind)
     try:
         dlq = names.dlq(topic)
@@ -58,17 +61,18 @@ def dead_letter(
             "no DLQ for %s[%d]@%d: record dropped after error: %s", topic, partition, offset, error
         )
         return None
-    body = {
-        "error": error,
-        "error_kind": kind,
-        "topic": topic,
-        "partition": partition,
-        "offset": offset,
-        "key": key.decode("utf-8", "replace") if key is not None else None,
-        "raw": value.decode("utf-8", "replace") if value is not None else None,
-        "dead_lettered_ts_ms": now_ms(),
-    }
-    return Out(dlq, key, orjson.dumps(body))
+    letter = DeadLetter.of(
+        error=error,
+        error_kind=kind,
+        component=component,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        key=key,
+        value=value,
+        now_ms=now_ms(),
+    )
+    return Out(dlq, letter.kafka_key(), letter.encode())
 
 
 class NodeGlue:
@@ -90,11 +94,13 @@ class NodeGlue:
         self.nodes = nodes
         self.clocks = clocks
         self.sides: dict[int, NodeSide] = {}
-        self.persisted: dict[int, int | None] = {}
-        self.persisted_wall: dict[int, int] = {}
+        self.persisted: dict[int, tuple[int | None, int]] = {}
         # The last watermark the filter sent, per partition: the base of the idle advance
         # (memory only; after a restart the persisted watermark stands in).
         self.filter_watermark: dict[int, int] = {}
+        # The latest termination time read per partition: the idle advance's base too, so a
+        # partition whose nodes sent no signal yet still closes its windows once quiet.
+        self.latest_termination: dict[int, int] = {}
 
     def side(self, partition: int) -> NodeSide:
         side = self.sides.get(partition)
@@ -102,7 +108,7 @@ class NodeGlue:
             clock = self.clocks.get(f"p{partition}") or PartitionClock()
             side = NodeSide(self.policy, self.nodes, clock, follow_records=False)
             self.sides[partition] = side
-            self.persisted[partition] = clock.watermark
+            self.persisted[partition] = (clock.watermark, len(clock.closing))
         return side
 
     def handle(
@@ -123,7 +129,9 @@ class NodeGlue:
             else:
                 raise SchemaError("topic", f"node agent does not read {topic!r}")
         except (SchemaError, KeyError, TypeError, ValueError) as exc:
-            bad = dead_letter(names, topic, partition, offset, key, value, str(exc), "schema")
+            bad = dead_letter(
+                names, topic, partition, offset, key, value, str(exc), "decode", "node-agent"
+            )
             return [bad] if bad else []
         return self._encode(outputs, partition, side)
 
@@ -137,7 +145,11 @@ class NodeGlue:
                     if "evidence" in item:
                         out += side.on_evidence(Evidence.from_dict(item["evidence"]))
                     else:
-                        out += side.on_termination(NodeTermination.from_dict(item["termination"]))
+                        term = NodeTermination.from_dict(item["termination"])
+                        latest = self.latest_termination.get(partition)
+                        if latest is None or term.terminated_ts_ms > latest:
+                            self.latest_termination[partition] = term.terminated_ts_ms
+                        out += side.on_termination(term)
                 except (SchemaError, KeyError, TypeError, ValueError):
                     # Our own filter wrote it (a bug, not bad input): skip the item, keep the rest.
                     log.exception("node-signals p%d: bad item %r skipped", partition, item)
@@ -147,7 +159,13 @@ class NodeGlue:
             self.filter_watermark[partition] = watermark
             return side.advance(watermark)
         if "idle_ms" in data:
-            base = self.filter_watermark.get(partition, side.clock.watermark)
+            # The filter says every input of the partition is read and quiet: nothing stamped
+            # before the newest time we know of is still to come (the idle advance).
+            known = (
+                self.filter_watermark.get(partition, side.clock.watermark),
+                self.latest_termination.get(partition),
+            )
+            base = max((t for t in known if t is not None), default=None)
             return [] if base is None else side.advance(base + int(data["idle_ms"]))
         raise SchemaError("value", "expected signals, watermark or idle_ms")
 
@@ -164,15 +182,21 @@ class NodeGlue:
                 out.append(
                     Out(self.names.quarantine_requests, o.node.encode(), orjson.dumps(o.to_dict()))
                 )
-        wm = side.clock.watermark
-        wall = now_ms()
-        # The clock (watermark and waiting windows) goes to the changelog with every output,
-        # else at most once a wall-clock second: a restart only re-waits that much.
-        if out or (
-            wm != self.persisted.get(partition)
-            and wall - self.persisted_wall.get(partition, 0) >= CLOCK_PERSIST_EVERY_MS
-        ):
-            self.clocks[f"p{partition}"] = side.clock
-            self.persisted[partition] = wm
-            self.persisted_wall[partition] = wall
+        clock = side.clock
+        persisted = (clock.watermark, len(clock.closing))
+        # The clock (watermark and wake-ups) goes to the changelog whenever it moves, with
+        # the node states it covers: a restarted or new owner resumes from exactly it, so
+        # the watermark never goes back (the filter sends it at most every 100 ms).
+        if out or persisted != self.persisted.get(partition):
+            self.clocks[f"p{partition}"] = clock
+            self.persisted[partition] = persisted
         return out
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        """Partitions revoked: their clocks are reloaded from the table if they come back
+        (another worker may have moved them meanwhile)."""
+        for partition in partitions:
+            self.sides.pop(partition, None)
+            self.persisted.pop(partition, None)
+            self.filter_watermark.pop(partition, None)
+            self.latest_termination.pop(partition, None)

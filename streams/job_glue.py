@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 
 import orjson
 
@@ -56,6 +56,13 @@ class JobGlue:
             self.persisted[partition] = (clock.watermark, len(clock.deadlines))
         return side
 
+    def forget(self, partitions: Iterable[int]) -> None:
+        """Partitions revoked: reload their clocks from the table if they come back."""
+        for partition in partitions:
+            self.sides.pop(partition, None)
+            self.persisted.pop(partition, None)
+            self.persisted_wall.pop(partition, None)
+
     def handle(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
     ) -> list[Out]:
@@ -84,7 +91,9 @@ class JobGlue:
             else:
                 raise SchemaError("topic", f"job agent does not read {topic!r}")
         except (SchemaError, KeyError, TypeError) as exc:
-            bad = dead_letter(names, topic, partition, offset, key, value, str(exc), "schema")
+            bad = dead_letter(
+                names, topic, partition, offset, key, value, str(exc), "decode", "job-agent"
+            )
             return [bad] if bad else []
         self.time.record_done(partition, tracker.clock.watermark)
         return self._encode(outputs, partition, tracker)

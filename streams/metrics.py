@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpufailover.metric_labels import OTHER, bounded, xid_label
+from schemas.dead_letter import ERROR_KINDS as DEAD_LETTER_ERROR_KINDS
 from schemas.decisions import ACTIONS, VERDICTS, Decision
 from schemas.health import CONDITIONS
 
@@ -25,7 +26,7 @@ _P = "gpufailover_classifier"
 # grace (120 s in the shipped policy); the tail shows a stalled or lagging pipeline.
 DECISION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180, 300, 600, 1800)
 ALERT_KINDS = frozenset({"hang", "straggler"})
-ERROR_KINDS = frozenset({"schema", "processing"})
+ERROR_KINDS = DEAD_LETTER_ERROR_KINDS  # decode, process: the dead letters' own kinds
 AGENTS = frozenset({"node", "job"})
 
 # (logical topic, partition, lag in records) for every partition assigned to this worker.

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from schemas.codec import DECODERS
+from schemas.dead_letter import DeadLetter, dead_letter_topic
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -76,14 +77,18 @@ def _line(topic: str, key: str | None, value: dict[str, Any]) -> bytes:
 
 
 def dead_letter(topic: str | None, raw: bytes, error: str, lineno: int) -> tuple[str, bytes]:
-    dlq = f"{topic}.dlq" if topic is not None else "replay.dlq"
-    value = {
-        "error": error,
-        "topic": topic,
-        "line": lineno,
-        "raw": raw.decode("utf-8", errors="replace").rstrip("\n"),
-    }
-    return dlq, _line(dlq, None, value)
+    """The dead letter of a bad line (`schemas.dead_letter`, addressed by line number, no wall
+    clock: replay's output is a function of its input) and its topic."""
+    dlq = dead_letter_topic(topic)
+    letter = DeadLetter.of(
+        error=error,
+        error_kind="decode",
+        component="replay",
+        topic=topic,
+        line=lineno,
+        value=raw.rstrip(b"\n"),
+    )
+    return dlq, _line(dlq, letter.where, letter.to_dict())
 
 
 class Replayer:

@@ -40,6 +40,7 @@ from schemas.errors import SchemaError
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 from streams.clock import InputClock, Lagging, never_lagging
+from streams.engine.evidence import coalesces
 from streams.engine.messages import NodeTermination
 from streams.engine.node_side import SignalClassifier
 from streams.glue import Out, dead_letter
@@ -96,7 +97,9 @@ class SignalFilter:
         self.classify = SignalClassifier(policy)
         self.coalesce_ms = policy.coalesce_ms
         self.sources = (names.gpu_xid, names.gpu_health, names.term_by_node)
-        self.clock = InputClock(self.sources, idle_after_ms, lagging)
+        # The watermark is the time of the evidence only: a termination's time says nothing
+        # about which signals have been read (they come on other topics, at another pace).
+        self.clock = InputClock((names.gpu_xid, names.gpu_health), idle_after_ms, lagging)
         self.idle_after_ms = idle_after_ms
         self.sent_watermark: dict[int, int] = {}
         self.sent_watermark_wall: dict[int, int] = {}
@@ -151,16 +154,25 @@ class SignalFilter:
                     raise SchemaError("topic", f"signal filter does not read {topic!r}")
             except (SchemaError, KeyError, TypeError) as exc:
                 bad = dead_letter(
-                    self.names, topic, partition, rec.offset, rec.key, rec.value, str(exc), "schema"
+                    self.names,
+                    topic,
+                    partition,
+                    rec.offset,
+                    rec.key,
+                    rec.value,
+                    str(exc),
+                    "decode",
+                    "signal-filter",
                 )
                 if bad is None:
                     self.forgotten[topic] += 1
                 else:
                     dead.append(bad)
                 continue
-            seen = latest.get((partition, topic))
-            if seen is None or ts_ms > seen:
-                latest[partition, topic] = ts_ms
+            if topic != term_t:
+                seen = latest.get((partition, topic))
+                if seen is None or ts_ms > seen:
+                    latest[partition, topic] = ts_ms
             part = parts.get(partition)
             if part is None:
                 part = parts[partition] = _Partition({}, {}, [])
@@ -192,7 +204,7 @@ class SignalFilter:
         else:
             coalesce = self.coalesce_ms
             for fold in folds:
-                if ts - coalesce <= fold.last_ts and ts >= fold.ts - coalesce:
+                if coalesces(fold.ts, fold.last_ts, ts, coalesce):
                     fold.ts = min(fold.ts, ts)
                     fold.last_ts = max(fold.last_ts, ts)
                     fold.count += count

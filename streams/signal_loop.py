@@ -192,5 +192,5 @@ class SignalLoop:
             if out.topic == names.node_signals:
                 m.sent(names.logical(out.topic))
             else:
-                m.dead_letter(names.logical(out.topic).removesuffix(".dlq"), "schema")
+                m.dead_letter(names.logical(out.topic).removesuffix(".dlq"), "decode")
                 m.sent(names.logical(out.topic))

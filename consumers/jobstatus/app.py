@@ -1,8 +1,9 @@
 """The job status service on Kafka: `run_job_status(settings, stop)`.
 
 Startup: rebuild every job's status by reading `jobs.status` (its own compacted output) to its
-end, and keep following it; then consume `jobs.events` and `failover.decisions` in one
-consumer group, one transaction per batch.
+end, and keep following it (this restores the terminations awaiting a decision too); then
+consume `jobs.events` and `failover.decisions` in one consumer group, one transaction per
+batch, and raise `decision_overdue` alerts for terminations left without a decision.
 """
 
 from __future__ import annotations
@@ -47,11 +48,19 @@ async def run_job_status(
         table,
         metrics,
         history_max=settings.history_max,
+        deadline_ms=int(settings.decision_deadline_s * 1000),
         sync=lambda: tail.sync(SYNC_TIMEOUT_S),
     )
     async with tail:
         await tail.sync(SYNC_TIMEOUT_S)
-        log.info("job status service %s: %d jobs known", common.group_id, len(table))
+        log.info(
+            "job status service %s: %d jobs known, %d terminations awaiting a decision "
+            "(deadline %.0f s)",
+            common.group_id,
+            len(table),
+            sum(table.awaited.values()),
+            settings.decision_deadline_s,
+        )
         loop_cfg = LoopConfig(
             bootstrap=common.bootstrap,
             group_id=common.group_id,

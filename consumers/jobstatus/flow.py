@@ -77,5 +77,5 @@ def advance(
         return None
     at = sum(1 for s in history if _order(s) <= _order(step))
     history.insert(at, step)
-    new = JobStatus(job_id, tuple(_merge(history)[-history_max:]))
+    new = JobStatus(job_id, tuple(_merge(history)[-history_max:]), current.awaiting)
     return None if new == current else new

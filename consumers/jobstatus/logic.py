@@ -1,26 +1,38 @@
-"""The job status service's processor: job events and decisions in, `jobs.status` out."""
+"""The job status service's processor: job events and decisions in, `jobs.status` out, and
+`decision_overdue` alerts on `failover.alerts` when a termination's decision is late."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
+from consumers.jobstatus import deadline
 from consumers.jobstatus.flow import advance, step_for_decision, step_for_event
 from consumers.jobstatus.metrics import JobStatusMetrics
-from consumers.jobstatus.records import JobStatus, Step
+from consumers.jobstatus.records import Awaiting, JobStatus, Step
 from consumers.runtime.loop import Ack
-from consumers.runtime.records import InRecord, Output
+from consumers.runtime.records import InRecord, Output, now_ms
 from deploy.topics import TopicNames
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.jobs import JobEvent
 
+log = logging.getLogger(__name__)
+
+AwaitingUpdate = Callable[[JobStatus], tuple[Awaiting, ...]]
+
 
 class StatusTable:
-    """The latest `jobs.status` value per job, newest offset wins (tail and own writes)."""
+    """The latest `jobs.status` value per job, newest offset wins (tail and own writes), with
+    an index of the terminations awaiting a decision (rebuilt with the table on restart)."""
 
     def __init__(self) -> None:
         self._latest: dict[str, tuple[tuple[int, int], JobStatus]] = {}
+        self.waiting: dict[str, int] = {}  # job -> earliest read_ms of a wait not overdue yet
+        self.overdue: dict[str, int] = {}  # job -> attempts overdue
+        self.awaited: dict[str, int] = {}  # job -> attempts awaiting a decision
 
     def apply_record(self, rec: InRecord) -> None:
         if rec.value is not None:
@@ -30,10 +42,28 @@ class StatusTable:
         known = self._latest.get(status.job_id)
         if known is None or known[0][0] != partition or offset > known[0][1]:
             self._latest[status.job_id] = ((partition, offset), status)
+            self._index(status)
+
+    def _index(self, status: JobStatus) -> None:
+        job = status.job_id
+        for index, value in (
+            (self.waiting, deadline.next_due_ms(status.awaiting, 0)),
+            (self.overdue, deadline.overdue_count(status) or None),
+            (self.awaited, len(status.awaiting) or None),
+        ):
+            if value is None:
+                index.pop(job, None)
+            else:
+                index[job] = value
 
     def get(self, job_id: str) -> JobStatus | None:
         known = self._latest.get(job_id)
         return None if known is None else known[1]
+
+    def partition(self, job_id: str) -> int | None:
+        """The job's partition (its key's, the same on every job-keyed topic)."""
+        known = self._latest.get(job_id)
+        return None if known is None else known[0][0]
 
     def __len__(self) -> int:
         return len(self._latest)
@@ -47,10 +77,13 @@ class JobStatusProcessor:
         metrics: JobStatusMetrics,
         *,
         history_max: int = 50,
+        deadline_ms: int = 300_000,
+        clock: Callable[[], int] = now_ms,
         sync: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.names, self.table, self.metrics = names, table, metrics
-        self.history_max, self._sync = history_max, sync
+        self.history_max, self.deadline_ms = history_max, deadline_ms
+        self._clock, self._sync = clock, sync
         self._staged: dict[str, JobStatus] = {}
         self._counts: list[Callable[[], None]] = []
 
@@ -69,21 +102,77 @@ class JobStatusProcessor:
 
     async def idle(self) -> None:
         self.metrics.jobs.set(len(self.table))
+        self.metrics.awaited.set(sum(self.table.awaited.values()))
+        self.metrics.overdue.set(sum(self.table.overdue.values()))
 
     def handle(self, rec: InRecord) -> list[Output]:
         value = rec.json()
         if rec.topic == self.names.jobs_events:
             event = JobEvent.from_dict(value)
-            return self._update(event.job_id, step_for_event(event), event.type)
+            if event.type != "terminated":
+                return self._update(event.job_id, step_for_event(event), event.type)
+            read_ms = self._clock()
+            return self._update(
+                event.job_id,
+                step_for_event(event),
+                event.type,
+                lambda s: deadline.on_termination(s, event.attempt, event.ts_ms, read_ms),
+            )
         if rec.topic == self.names.failover_decisions:
             d = Decision.from_dict(value)
-            return self._update(d.job_id, step_for_decision(d), "decision")
+            return self._update(
+                d.job_id,
+                step_for_decision(d),
+                "decision",
+                lambda s: deadline.on_decision(s.awaiting, d.attempt),
+            )
         raise SchemaError("topic", f"not an input of the job status service: {rec.topic!r}")
 
-    def _update(self, job_id: str, step: Step | None, event: str) -> list[Output]:
+    def due(self, ready: frozenset[tuple[str, int]]) -> list[Output]:
+        """Overdue alerts for the waits that ran out, on partitions whose decisions have been
+        read to their end (a decision still unread is not a missing one). Each goes out with
+        the status record that marks it overdue, in one transaction: it fires once."""
+        now = self._clock()
+        out: list[Output] = []
+        for job_id, read_ms in list(self.table.waiting.items()):
+            if read_ms + self.deadline_ms > now:
+                continue
+            if (self.names.failover_decisions, self.table.partition(job_id)) not in ready:
+                continue
+            status = self._staged.get(job_id) or self.table.get(job_id)
+            if status is None:
+                continue
+            late = deadline.newly_overdue(status.awaiting, now, self.deadline_ms)
+            if not late:
+                continue
+            new = deadline.mark_overdue(status, late, now)
+            self._staged[job_id] = new
+            out.append(Output.json(self.names.jobs_status, job_id, new.to_dict()))
+            for wait in late:
+                alert = deadline.overdue_alert(job_id, wait, self.deadline_ms, now)
+                out.append(Output.json(self.names.failover_alerts, job_id, alert.to_dict()))
+                self._counts.append(self.metrics.overdue_total.inc)
+                log.warning(
+                    "decision overdue: job %s attempt %d terminated at %d, read %.0f s ago, "
+                    "no decision (deadline %.0f s)",
+                    job_id,
+                    wait.attempt,
+                    wait.terminated_ts_ms,
+                    (now - wait.read_ms) / 1000,
+                    self.deadline_ms / 1000,
+                )
+        return out
+
+    def _update(
+        self, job_id: str, step: Step | None, event: str, awaiting: AwaitingUpdate | None = None
+    ) -> list[Output]:
         current = self._staged.get(job_id) or self.table.get(job_id)
-        new = None if step is None else advance(current, job_id, step, self.history_max)
-        if new is None:
+        new = current
+        if step is not None:
+            new = advance(current, job_id, step, self.history_max) or current
+        if new is not None and awaiting is not None:
+            new = replace(new, awaiting=awaiting(new))
+        if new is None or new == current:
             self._counts.append(lambda: self.metrics.unchanged.labels(event=event).inc())
             return []
         self._staged[job_id] = new

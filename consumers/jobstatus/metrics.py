@@ -17,6 +17,9 @@ class JobStatusMetrics:
     updates: Counter  # labels: status (a closed set)
     unchanged: Counter  # labels: event
     jobs: Gauge
+    overdue_total: Counter
+    overdue: Gauge
+    awaited: Gauge
 
     @staticmethod
     def create(registry: CollectorRegistry | None = None) -> JobStatusMetrics:
@@ -33,4 +36,19 @@ class JobStatusMetrics:
                 registry=r,
             ),
             jobs=Gauge(f"{_P}_jobs", "Jobs with a status", registry=r),
+            overdue_total=Counter(
+                f"{_P}_decisions_overdue_total",
+                "Terminations with no decision within the decision deadline (alerts raised)",
+                registry=r,
+            ),
+            overdue=Gauge(
+                f"{_P}_overdue_decisions",
+                "Terminations past the decision deadline and still without a decision",
+                registry=r,
+            ),
+            awaited=Gauge(
+                f"{_P}_awaited_decisions",
+                "Terminations read and still waiting for their decision",
+                registry=r,
+            ),
         )

@@ -1,4 +1,5 @@
-"""`jobs.status` (key: job_id, compacted): a job's current status and its recent history."""
+"""`jobs.status` (key: job_id, compacted): a job's current status, its recent history, and
+the terminations still awaiting a decision (`awaiting_decision`)."""
 
 from __future__ import annotations
 
@@ -52,9 +53,41 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Awaiting:
+    """A termination read by the job status service and not decided yet.
+
+    Persisted in the job's status record, so the decision deadline survives a restart and
+    fires once: `overdue_ms` is set in the same transaction as the `decision_overdue` alert."""
+
+    attempt: int
+    terminated_ts_ms: int  # event time of the termination
+    read_ms: int  # wall clock when the service first read it: the deadline counts from here
+    overdue_ms: int | None = None  # wall clock when it was declared overdue
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "terminated_ts_ms": self.terminated_ts_ms,
+            "read_ms": self.read_ms,
+            "overdue_ms": self.overdue_ms,
+        }
+
+    @staticmethod
+    def from_dict(value: Any) -> Awaiting:
+        d = f.as_object(value)
+        return Awaiting(
+            attempt=f.req_int(d, "attempt", minimum=0),
+            terminated_ts_ms=f.req_int(d, "terminated_ts_ms"),
+            read_ms=f.req_int(d, "read_ms"),
+            overdue_ms=f.opt_int(d, "overdue_ms"),
+        )
+
+
+@dataclass(frozen=True)
 class JobStatus:
     job_id: str
     history: tuple[Step, ...]  # oldest first, never empty; the last step is the current one
+    awaiting: tuple[Awaiting, ...] = ()  # terminations with no decision yet, by attempt
 
     @property
     def current(self) -> Step:
@@ -71,6 +104,7 @@ class JobStatus:
             "rule": now.rule,
             "ts_ms": now.ts_ms,
             "history": [s.to_dict() for s in self.history],
+            "awaiting_decision": [a.to_dict() for a in self.awaiting],
         }
 
     @staticmethod
@@ -80,4 +114,11 @@ class JobStatus:
         history = d.get("history")
         if not isinstance(history, list) or not history:
             raise SchemaError("history", "expected a non-empty list")
-        return JobStatus(job_id=f.req_str(d, "job_id"), history=tuple(map(Step.from_dict, history)))
+        awaiting = d.get("awaiting_decision") or []  # absent in records written before it
+        if not isinstance(awaiting, list):
+            raise SchemaError("awaiting_decision", "expected a list")
+        return JobStatus(
+            job_id=f.req_str(d, "job_id"),
+            history=tuple(map(Step.from_dict, history)),
+            awaiting=tuple(map(Awaiting.from_dict, awaiting)),
+        )

@@ -28,10 +28,22 @@ def iso(ts_ms: int) -> str:
 
 def render(status: JobStatus) -> str:
     now = status.current
-    lines = [f"job {status.job_id}: {now.status} (attempt {now.attempt})"]
+    overdue = [a for a in status.awaiting if a.overdue_ms is not None]
+    flag = "  DECISION OVERDUE" if overdue else ""
+    lines = [f"job {status.job_id}: {now.status} (attempt {now.attempt}){flag}"]
     for step in status.history:
         rule = f"  [{step.rule}]" if step.rule else ""
         lines.append(
             f"  {iso(step.ts_ms)}  attempt {step.attempt}  {step.status:<28} {step.event}{rule}"
         )
+    for wait in status.awaiting:
+        if wait.overdue_ms is not None:
+            waited = (wait.overdue_ms - wait.read_ms) / 1000
+            lines.append(
+                f"  attempt {wait.attempt}: decision OVERDUE: terminated "
+                f"{iso(wait.terminated_ts_ms)}, no decision {waited:.0f} s after it was read "
+                f"(alert {iso(wait.overdue_ms)})"
+            )
+        else:
+            lines.append(f"  attempt {wait.attempt}: awaiting decision since {iso(wait.read_ms)}")
     return "\n".join(lines)

@@ -1,8 +1,9 @@
 """Actuators: what quarantining and releasing a node does to the scheduler.
 
-This issue ships the `log` actuator: it runs nothing, and records the command it would run
-(Slurm `scontrol` or Kubernetes `kubectl`) in a list and, when given a path, a log file.
-Slurm and Kubernetes actuators that run the commands come later behind the same protocol.
+- `log` runs nothing, and records the command it would run (Slurm `scontrol` or Kubernetes
+  `kubectl`) in a list and, when given a path, a log file;
+- `slurm` (`actuator_slurm.py`) drains and resumes nodes with `scontrol`, and reconciles Slurm
+  with `nodes.quarantine` when the service starts.
 Actuators must be idempotent: draining a drained node is a no-op.
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from consumers.runtime.records import now_ms
 from schemas.quarantine import QuarantineRecord
@@ -32,6 +34,16 @@ class Actuator(Protocol):
 
     async def apply(self, action: str, record: QuarantineRecord) -> None:
         """Carry out `action` on `record.node`; raise on failure."""
+
+
+@runtime_checkable
+class Reconciler(Protocol):
+    async def reconcile(self, desired: Callable[[str], QuarantineRecord | None]) -> int:
+        """Make the scheduler agree with the desired state of every node it knows; how many
+        nodes it changed. Raises on failure (retried by the service)."""
+
+
+ACTUATORS = ("log", "slurm")
 
 
 def scheduler_command(scheduler: str, action: str, record: QuarantineRecord) -> str:
@@ -73,6 +85,10 @@ def _append(path: Path, line: str) -> None:
 
 
 def make_actuator(kind: str, scheduler: str, path: Path | None) -> Actuator:
+    if kind == "slurm":
+        from consumers.quarantine.actuator_slurm import SlurmActuator
+
+        return SlurmActuator()
     if kind != "log":
-        raise ValueError(f"unknown actuator {kind!r} (this build has: log)")
+        raise ValueError(f"unknown actuator {kind!r} (this build has: {', '.join(ACTUATORS)})")
     return LogActuator(scheduler, path)

@@ -1,20 +1,27 @@
 """The quarantine service on Kafka: `run_quarantine(settings, stop)`.
 
 Startup: rebuild the quarantine set by reading `nodes.quarantine` to its end, restore the
-breaker from its latest state on `failover.alerts`, then consume requests, decisions and reset
-commands in one consumer group, one transaction per batch. The tail keeps following
-`nodes.quarantine`, so operator releases reach the running service.
+breaker from its latest state on `failover.alerts`, then run two stages side by side:
+- decide: consume requests, decisions and reset commands in one consumer group, one
+  transaction per batch, writing the desired state to `nodes.quarantine`;
+- actuate: consume `nodes.quarantine` in the group `<group>-actuator` and carry each desired
+  state out, committing only what was actuated (`actuation_loop.py`).
+The tail keeps following `nodes.quarantine`, so operator releases reach the running service.
+If either stage fails, the other is stopped and the service fails: no half-alive service.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from prometheus_client import CollectorRegistry
 
 from consumers.quarantine import alerts
-from consumers.quarantine.actuator import Actuator, make_actuator
+from consumers.quarantine.actuation import Backoff
+from consumers.quarantine.actuation_loop import ActuationLoop
+from consumers.quarantine.actuator import Actuator, Reconciler, make_actuator
 from consumers.quarantine.breaker import BreakerState
 from consumers.quarantine.config import QuarantineSettings
 from consumers.quarantine.logic import QuarantineProcessor
@@ -23,6 +30,7 @@ from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.loop import LoopConfig, TransactionalLoop
 from consumers.runtime.oneshot import read_key
 from consumers.runtime.records import InRecord
+from consumers.runtime.supervise import run_together
 from consumers.runtime.tail import TopicTail
 from schemas.codec import loads
 from schemas.errors import SchemaError
@@ -55,6 +63,15 @@ async def run_quarantine(
         name=f"{common.group_id}-table",
         on_error=table_error,
     )
+    actuation = ActuationLoop(
+        common.bootstrap,
+        f"{common.group_id}-actuator",
+        names.nodes_quarantine,
+        act,
+        metrics,
+        backoff=settings.actuator_backoff,
+        dry_run=settings.dry_run,
+    )
     processor = QuarantineProcessor(
         names,
         settings.breaker,
@@ -69,7 +86,6 @@ async def run_quarantine(
         await tail.sync(SYNC_TIMEOUT_S)
         processor.breaker = await restore_breaker(common.bootstrap, names.failover_alerts)
         processor.watermark = max(table.quarantined_at.values(), default=0)
-        processor.live = True
         log.info(
             "quarantine service %s: %d nodes quarantined, breaker %s%s",
             common.group_id,
@@ -84,7 +100,42 @@ async def run_quarantine(
             topics=(names.quarantine_requests, names.failover_decisions, names.failover_alerts),
             names=names,
         )
-        await TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
+
+        async def actuate() -> None:
+            if isinstance(act, Reconciler) and not settings.dry_run:
+                await reconcile(act, table, metrics, settings.actuator_backoff, stop)
+            await actuation.run(stop)
+
+        await run_together(
+            TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop), actuate()
+        )
+
+
+async def reconcile(
+    act: Reconciler,
+    table: QuarantineTable,
+    metrics: QuarantineMetrics,
+    backoff: Backoff,
+    stop: asyncio.Event,
+) -> None:
+    """Make the scheduler agree with `nodes.quarantine` before actuating anything new (the
+    actuation stage only replays what it had not committed). Retried with back-off until it
+    succeeds or the service stops; the decide stage runs meanwhile."""
+    failures = 0
+    while not stop.is_set():
+        metrics.actuator_calls.labels(action="reconcile").inc()
+        try:
+            changed = await act.reconcile(table.get)
+        except Exception:
+            failures += 1
+            metrics.actuator_errors.labels(action="reconcile").inc()
+            delay = backoff.delay_ms(failures) / 1000
+            log.exception("reconcile failed %d time(s); retrying in %.1f s", failures, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            continue
+        log.info("reconciled the scheduler with nodes.quarantine: %d node(s) changed", changed)
+        return
 
 
 async def restore_breaker(bootstrap: str, alerts_topic: str) -> BreakerState:

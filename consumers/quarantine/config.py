@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from consumers.quarantine.actuator import SCHEDULERS
+from consumers.quarantine.actuation import Backoff
+from consumers.quarantine.actuator import ACTUATORS, SCHEDULERS
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.runtime.config import CommonSettings, add_common_arguments, flag
 from gpufailover import settings as env
@@ -23,6 +24,7 @@ class QuarantineSettings:
     actuator: str = "log"
     scheduler: str = "slurm"
     actuator_log: Path | None = None
+    actuator_backoff: Backoff = field(default_factory=Backoff)
 
     @staticmethod
     def from_env_and_args(args: argparse.Namespace | None = None) -> QuarantineSettings:
@@ -45,15 +47,24 @@ class QuarantineSettings:
                 min_nodes=flag(args, "breaker_min_nodes", env.env_int(f"{_E}BREAKER_MIN_NODES", 2)),
                 fleet_size=flag(args, "fleet_size", env.env_int("GPUFAILOVER_FLEET_SIZE", 0)),
             )
+            first_s = flag(args, "actuator_backoff_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_S", 1))
+            max_s = flag(
+                args, "actuator_backoff_max_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_MAX_S", 60)
+            )
+            backoff = Backoff(first_ms=int(first_s * 1000), max_ms=int(max_s * 1000))
         except ValueError as exc:
             raise SystemExit(str(exc)) from None
+        actuator = flag(args, "actuator", env.env_str(f"{_E}ACTUATOR", "log"))
+        if actuator not in ACTUATORS:
+            raise SystemExit(f"actuator must be one of {ACTUATORS}, got {actuator!r}")
         return QuarantineSettings(
             common=CommonSettings.from_env_and_args(SERVICE, args),
             breaker=breaker,
             dry_run=flag(args, "dry_run", env.env_bool(f"{_E}DRY_RUN", False)),
-            actuator=flag(args, "actuator", env.env_str(f"{_E}ACTUATOR", "log")),
+            actuator=actuator,
             scheduler=scheduler,
             actuator_log=Path(log_path) if log_path else None,
+            actuator_backoff=backoff,
         )
 
 
@@ -68,8 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--actuator",
-        choices=["log"],
-        help=f"what a quarantine does (env {_E}ACTUATOR, default log)",
+        choices=ACTUATORS,
+        help="what a quarantine does: log (record the command) or slurm (drain/resume with "
+        f"scontrol; docs/slurm.md) (env {_E}ACTUATOR, default log)",
     )
     parser.add_argument(
         "--scheduler",
@@ -79,6 +91,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--actuator-log",
         help=f"file the log actuator appends its commands to (env {_E}ACTUATOR_LOG)",
+    )
+    parser.add_argument(
+        "--actuator-backoff-s",
+        type=float,
+        help="first retry of a failed actuation after this many seconds, doubling each time "
+        f"(env {_E}ACTUATOR_BACKOFF_S, default 1)",
+    )
+    parser.add_argument(
+        "--actuator-backoff-max-s",
+        type=float,
+        help=f"longest wait between actuation retries (env {_E}ACTUATOR_BACKOFF_MAX_S, default 60)",
     )
     parser.add_argument(
         "--breaker-window-s",

@@ -3,7 +3,11 @@
 Inputs: `failover.quarantine-requests` (the classifier asks), `failover.decisions` (every
 suspect of a hardware verdict is quarantined too) and the operator's breaker resets on
 `failover.alerts`. A node already quarantined is left alone, so a redelivered request or
-decision writes nothing twice.
+decision writes nothing twice; a request or decision whose event time is not after the node's
+latest release (`ts_ms` of the `released` record) is stale and left alone too, so an old one
+redelivered after a release does not quarantine the node again, before or after a restart (the
+table is rebuilt from `nodes.quarantine`). Writing the record is all this stage does: the
+actuation stage (`actuation_loop.py`) carries it out once it is committed.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumers.quarantine import alerts, breaker
-from consumers.quarantine.actuator import QUARANTINE, RELEASE, Actuator
+from consumers.quarantine.actuator import QUARANTINE, Actuator
 from consumers.quarantine.breaker import BreakerConfig, BreakerState
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QUARANTINED, RELEASED, QuarantineTable
@@ -61,8 +65,6 @@ class QuarantineProcessor:
         self.fleet: set[str] = set()
         self.dry: dict[str, int] = {}  # dry-run: nodes that would be quarantined -> ts_ms
         self.seen: dict[tuple[str, int], None] = {}  # decisions handled, oldest first
-        self.live = False  # set once the table is rebuilt: releases seen from then on actuate
-        self._releases: list[QuarantineRecord] = []
         self._staged = _Staged()
         table.on_change = self._table_changed
 
@@ -99,7 +101,6 @@ class QuarantineProcessor:
             if ack.output.topic == self.names.nodes_quarantine:
                 record = s.writes[ack.output.key.decode() if ack.output.key else ""]
                 self.table.apply(record, ack.partition, ack.offset)
-                await self._actuate(QUARANTINE, record)
         self.dry.update(s.dry)
         self.fleet |= s.fleet
         for key in s.seen:
@@ -113,14 +114,10 @@ class QuarantineProcessor:
         self._gauges()
 
     async def idle(self) -> None:
-        releases, self._releases = self._releases, []
-        for record in releases:
-            self.metrics.releases.inc()
-            if self.dry_run:
-                log.info("dry run: would run %s", self.actuator.command(RELEASE, record))
-            else:
-                await self._actuate(RELEASE, record)
         self._gauges()
+
+    def due(self, ready: frozenset[tuple[str, int]]) -> list[Output]:
+        return []
 
     # -- the rules ---------------------------------------------------------------------------
     def _on_decision(self, d: Decision) -> list[Output]:
@@ -148,6 +145,17 @@ class QuarantineProcessor:
         self._advance(record.ts_ms)
         if self._is_quarantined(node):
             self._count(lambda: self.metrics.duplicates.labels(source=source).inc())
+            return []
+        released = self.table.get(node)
+        if released is not None and released.state == RELEASED and record.ts_ms <= released.ts_ms:
+            self._count(lambda: self.metrics.stale.labels(source=source).inc())
+            log.info(
+                "%s for %s at ts %d ignored: the node was released at %d, after it",
+                source,
+                node,
+                record.ts_ms,
+                released.ts_ms,
+            )
             return []
         state, wm, now = self._breaker(), self._watermark(), now_ms()
         if state.tripped:
@@ -239,20 +247,9 @@ class QuarantineProcessor:
         )
         return self._alert(alerts.BREAKER_KEY, value)
 
-    async def _actuate(self, action: str, record: QuarantineRecord) -> None:
-        self.metrics.actuator_calls.labels(action=action).inc()
-        try:
-            await self.actuator.apply(action, record)
-        except Exception:
-            self.metrics.actuator_errors.labels(action=action).inc()
-            log.exception("actuator %s failed to %s %s", self.actuator.name, action, record.node)
-
     def _table_changed(self, previous: QuarantineRecord | None, record: QuarantineRecord) -> None:
-        if record.state != RELEASED:
-            return
-        self.dry.pop(record.node, None)
-        if self.live and previous is not None and previous.state == QUARANTINED:
-            self._releases.append(record)
+        if record.state == RELEASED:
+            self.dry.pop(record.node, None)
 
     def _gauges(self) -> None:
         self.metrics.breaker_tripped.set(1 if self.breaker.tripped else 0)

@@ -21,6 +21,7 @@ class QuarantineMetrics:
     releases: Counter
     refused: Counter
     duplicates: Counter  # labels: source (request|decision)
+    stale: Counter  # labels: source (request|decision)
     breaker_trips: Counter  # labels: cause
     breaker_resets: Counter
     breaker_tripped: Gauge
@@ -29,6 +30,7 @@ class QuarantineMetrics:
     fleet_nodes: Gauge
     actuator_calls: Counter  # labels: action
     actuator_errors: Counter  # labels: action
+    actuations_owed: Gauge
 
     @staticmethod
     def create(registry: CollectorRegistry | None = None) -> QuarantineMetrics:
@@ -38,13 +40,19 @@ class QuarantineMetrics:
             quarantines=Counter(
                 f"{_P}_quarantines_total", "Nodes quarantined", ["reason", "mode"], registry=r
             ),
-            releases=Counter(f"{_P}_releases_total", "Node releases seen", registry=r),
+            releases=Counter(f"{_P}_releases_total", "Node releases actuated", registry=r),
             refused=Counter(
                 f"{_P}_refused_total", "Quarantines refused by the tripped breaker", registry=r
             ),
             duplicates=Counter(
                 f"{_P}_duplicates_total",
                 "Requests and decisions for nodes already quarantined, or decisions already seen",
+                ["source"],
+                registry=r,
+            ),
+            stale=Counter(
+                f"{_P}_stale_total",
+                "Requests and decisions not newer than the node's latest release (not applied)",
                 ["source"],
                 registry=r,
             ),
@@ -69,5 +77,10 @@ class QuarantineMetrics:
             ),
             actuator_errors=Counter(
                 f"{_P}_actuator_errors_total", "Actuator calls that failed", ["action"], registry=r
+            ),
+            actuations_owed=Gauge(
+                f"{_P}_actuations_owed",
+                "Desired states on nodes.quarantine not actuated yet (failing ones included)",
+                registry=r,
             ),
         )

@@ -2,7 +2,8 @@
 
 Startup: one tail reads `nodes.quarantine` (the quarantine set), `jobs.events` (specs and
 priorities) and `jobs.requeue` (what was already requeued) to their ends and keeps following;
-then decisions are consumed in one consumer group, one transaction per batch.
+then decisions are consumed in one consumer group, one transaction per batch. With
+`--scheduler slurm` a second stage carries the commands out on Slurm (`slurm_stage.py`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from consumers.quarantine.table import QuarantineTable
 from consumers.requeue.config import RequeueSettings
 from consumers.requeue.logic import RequeueProcessor
 from consumers.requeue.metrics import RequeueMetrics
+from consumers.requeue.slurm import SlurmScheduler
+from consumers.requeue.slurm_stage import SlurmStage, SlurmStageMetrics
 from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.loop import LoopConfig, TransactionalLoop
 from consumers.runtime.records import InRecord
+from consumers.runtime.supervise import run_together
 from consumers.runtime.tail import TopicTail
 
 log = logging.getLogger(__name__)
@@ -79,4 +83,16 @@ async def run_requeue(
             topics=(names.failover_decisions,),
             names=names,
         )
-        await TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
+        decide = TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
+        if settings.scheduler != "slurm":
+            await decide
+            return
+        stage = SlurmStage(
+            common.bootstrap,
+            f"{common.group_id}-slurm",
+            names,
+            SlurmScheduler(settings.priority_boost, settings.retry_priority_boost),
+            SlurmStageMetrics.create(registry),
+            settings.backoff,
+        )
+        await run_together(decide, stage.run(stop))

@@ -109,6 +109,9 @@ class RequeueProcessor:
     async def idle(self) -> None:
         return None
 
+    def due(self, ready: frozenset[tuple[str, int]]) -> list[Output]:
+        return []
+
     def handle(self, rec: InRecord) -> list[Output]:
         if rec.topic != self.names.failover_decisions:
             raise SchemaError("topic", f"not an input of the requeue service: {rec.topic!r}")

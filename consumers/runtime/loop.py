@@ -1,11 +1,12 @@
 """The consume-process-produce loop every service runs, one Kafka transaction per batch.
 
 Per batch: decode and process each record (a record that fails goes to its dead-letter topic
-with its coordinates and the error: never a crash, never a silent skip), then publish every
-output and commit the batch's offsets in one transaction. The output is acknowledged (acks=all)
-before the offsets count, and a restart resumes exactly after the last committed batch. When a
-transaction fails, the processor's staged state is dropped, the consumer seeks back to the batch
-and the batch is processed again with a new producer.
+with its coordinates and the error: never a crash, never a silent skip; a malformed record of a
+topic another component owns is counted and skipped, as that one dead-letters it), then publish
+every output and commit the batch's offsets in one transaction. The output is acknowledged
+(acks=all) before the offsets count, and a restart resumes exactly after the last committed
+batch. When a transaction fails, the processor's staged state is dropped, the consumer seeks
+back to the batch and the batch is processed again with a new producer.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from consumers.runtime.metrics import LoopMetrics
-from consumers.runtime.records import InRecord, Output, dead_letter
+from consumers.runtime.records import InRecord, Output, dead_letter, owned_elsewhere
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
+from schemas.dead_letter import COMPONENTS as DEAD_LETTER_COMPONENTS
 from schemas.errors import SchemaError
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,11 @@ class Processor(Protocol):
 
     async def idle(self) -> None:
         """Called on every loop turn, batch or not."""
+
+    def due(self, ready: frozenset[tuple[str, int]]) -> list[Output]:
+        """Outputs a timer owes now (staged like `handle`'s, committed in their own
+        transaction). `ready`: the assigned (topic, partition)s read to their end as of the
+        last fetch: only what they cover is known to be complete."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,9 @@ class _Listener:
 
 class TransactionalLoop:
     def __init__(self, cfg: LoopConfig, processor: Processor, metrics: LoopMetrics) -> None:
+        if metrics.component not in DEAD_LETTER_COMPONENTS:
+            # Fail at startup, not at the first bad record (its dead letter names the component).
+            raise ValueError(f"{metrics.component!r} is not a component in schemas.dead_letter")
         self._cfg = cfg
         self._processor = processor
         self._metrics = metrics
@@ -113,7 +123,16 @@ class TransactionalLoop:
 
         # aiokafka insists on an instance of its (untyped) base class: mix it in at run time.
         listener = type("Listener", (_Listener, ConsumerRebalanceListener), {})(self._processor)
-        consumer = make_consumer(self._cfg.bootstrap, self._cfg.group_id)
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+
+        # Range assignment gives one member partition p of every topic it reads: the topics
+        # are co-partitioned by job or node, so a job's events and its decisions meet in the
+        # same instance (round-robin could split them between two).
+        consumer = make_consumer(
+            self._cfg.bootstrap,
+            self._cfg.group_id,
+            partition_assignment_strategy=(RangePartitionAssignor,),
+        )
         await consumer.start()
         try:
             consumer.subscribe(list(self._cfg.topics), listener=listener)
@@ -126,7 +145,9 @@ class TransactionalLoop:
                     await _wait(stop, self._cfg.retry_backoff_s)
                 else:
                     self._metrics.last_progress.set_to_current_time()
-                await self._report_lag(consumer)
+                ready = await self._report_lag(consumer)
+                if not await self._flush_due(ready):
+                    await _wait(stop, self._cfg.retry_backoff_s)
                 await self._processor.idle()
         finally:
             await self._close_producer()
@@ -178,11 +199,38 @@ class TransactionalLoop:
         await self._processor.committed(acks)
         return True
 
-    async def _report_lag(self, consumer: Any) -> None:
+    async def _flush_due(self, ready: frozenset[tuple[str, int]]) -> bool:
+        """Publish what the processor's timers owe, in one transaction; False on failure (the
+        staged changes are dropped and the timers fire again on a later turn)."""
+        from aiokafka.errors import KafkaError
+
+        self._processor.begin()
+        outputs = self._processor.due(ready)
+        if not outputs:
+            return True
+        try:
+            acks = await self._publish(outputs, {})
+        except _fatal_errors():
+            self._processor.rollback()
+            raise
+        except (KafkaError, OSError, TimeoutError) as exc:
+            self._processor.rollback()
+            self._metrics.commit_failures.inc()
+            log.warning("transaction of timer outputs failed (%r); retried later", exc)
+            await self._new_producer()
+            return False
+        for ack in acks:
+            self._metrics.produced.labels(topic=self._logical(ack.output.topic)).inc()
+        await self._processor.committed(acks)
+        return True
+
+    async def _report_lag(self, consumer: Any) -> frozenset[tuple[str, int]]:
         """Lag of each assigned partition: its last stable offset (read_committed: transaction
-        markers are not records) minus the next offset to consume, as of the last fetch."""
+        markers are not records) minus the next offset to consume, as of the last fetch.
+        Returns the partitions read to that end."""
         from aiokafka.errors import IllegalStateError
 
+        ready: set[tuple[str, int]] = set()
         for tp in consumer.assignment():
             end = consumer.last_stable_offset(tp)
             if end is None:
@@ -197,6 +245,9 @@ class TransactionalLoop:
             self._metrics.lag.labels(
                 topic=self._logical(tp.topic), partition=str(tp.partition)
             ).set(max(0, end - position))
+            if position >= end:
+                ready.add((tp.topic, tp.partition))
+        return frozenset(ready)
 
     async def _publish(self, outputs: list[Output], offsets: dict[Any, int]) -> list[Ack]:
         futures = []
@@ -204,7 +255,8 @@ class TransactionalLoop:
             for out in outputs:
                 futures.append(await self._producer.send(out.topic, out.value, key=out.key))
             metadata = [await fut for fut in futures]
-            await self._producer.send_offsets_to_transaction(offsets, self._cfg.group_id)
+            if offsets:
+                await self._producer.send_offsets_to_transaction(offsets, self._cfg.group_id)
         return [
             Ack(out, md.partition, md.offset) for out, md in zip(outputs, metadata, strict=True)
         ]
@@ -216,13 +268,26 @@ class TransactionalLoop:
         try:
             return self._processor.handle(rec)
         except SchemaError as exc:
+            component = self._metrics.component
+            owner = owned_elsewhere(self._cfg.names, rec.topic, component)
+            if owner is not None:
+                # One dead letter per bad record: its topic's owner writes it, not every reader.
+                log.warning(
+                    "malformed record at %s skipped (%s dead-letters it): %s", rec.where, owner, exc
+                )
+                self._metrics.skipped_bad.labels(topic=topic).inc()
+                return []
             log.warning("malformed record at %s dead-lettered: %s", rec.where, exc)
             kind, error = "decode", exc
         except Exception as exc:
             log.exception("record at %s could not be processed; dead-lettered", rec.where)
             kind, error = "process", exc
         self._metrics.dlq.labels(topic=topic, error=kind).inc()
-        return [dead_letter(self._cfg.names, rec, kind, error, self._cfg.group_id)]
+        return [
+            dead_letter(
+                self._cfg.names, rec, kind, error, self._metrics.component, self._cfg.group_id
+            )
+        ]
 
     def _logical(self, real: str) -> str:
         try:

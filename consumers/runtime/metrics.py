@@ -16,8 +16,10 @@ COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 @dataclass(frozen=True)
 class LoopMetrics:
+    component: str  # also who the service's dead letters name (`schemas.dead_letter`)
     records: Counter  # labels: topic
     dlq: Counter  # labels: topic, error
+    skipped_bad: Counter  # labels: topic
     commit_seconds: Histogram
     commit_failures: Counter
     table_errors: Counter  # labels: topic
@@ -29,6 +31,7 @@ class LoopMetrics:
     def create(registry: CollectorRegistry, component: str) -> LoopMetrics:
         p = f"gpufailover_{component}"
         return LoopMetrics(
+            component=component,
             records=Counter(
                 f"{p}_records_consumed_total",
                 "Input records processed (dead-lettered ones included), by topic",
@@ -39,6 +42,12 @@ class LoopMetrics:
                 f"{p}_dead_lettered_total",
                 "Input records sent to a dead-letter topic, by input topic and error kind",
                 ["topic", "error"],
+                registry=registry,
+            ),
+            skipped_bad=Counter(
+                f"{p}_bad_records_skipped_total",
+                "Malformed input records skipped here: the topic's owner dead-letters them",
+                ["topic"],
                 registry=registry,
             ),
             commit_seconds=Histogram(

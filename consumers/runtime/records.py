@@ -8,9 +8,9 @@ from typing import Any
 
 from deploy.topics import TopicNames
 from schemas.codec import dumps, loads
+from schemas.dead_letter import DeadLetter
+from schemas.dead_letter import owner as dead_letter_owner
 from schemas.errors import SchemaError
-
-DEAD_LETTER_KIND = "dead-letter"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,24 +73,39 @@ def dead_letter_topic(names: TopicNames, real: str) -> str:
 
 
 def dead_letter(
-    names: TopicNames, rec: InRecord, error_kind: str, error: BaseException, consumer: str
+    names: TopicNames,
+    rec: InRecord,
+    error_kind: str,
+    error: BaseException,
+    component: str,
+    group: str,
 ) -> Output:
-    """The dead letter of `rec`: original coordinates, raw key and value, and the error."""
-    value = {
-        "schema_version": 1,
-        "kind": DEAD_LETTER_KIND,
-        "topic": rec.topic,
-        "partition": rec.partition,
-        "offset": rec.offset,
-        "timestamp_ms": rec.timestamp_ms,
-        "key": rec.key_str(),
-        "value": None if rec.value is None else rec.value.decode("utf-8", "replace"),
-        "error_kind": error_kind,
-        "error": f"{type(error).__name__}: {error}",
-        "consumer": consumer,
-        "ts_ms": now_ms(),
-    }
-    return Output(dead_letter_topic(names, rec.topic), rec.key, dumps(value))
+    """The dead letter of `rec` (`schemas.dead_letter`), keyed by its coordinates."""
+    letter = DeadLetter.of(
+        error=f"{type(error).__name__}: {error}",
+        error_kind=error_kind,
+        component=component,
+        topic=rec.topic,
+        partition=rec.partition,
+        offset=rec.offset,
+        key=rec.key,
+        value=rec.value,
+        group=group,
+        record_ts_ms=rec.timestamp_ms or None,
+        now_ms=now_ms(),
+    )
+    return Output(dead_letter_topic(names, rec.topic), letter.kafka_key(), letter.encode())
+
+
+def owned_elsewhere(names: TopicNames, real: str, component: str) -> str | None:
+    """The component that dead-letters malformed records of `real` when it is not `component`
+    (this one then counts and skips them: one dead letter per bad record)."""
+    try:
+        logical = names.logical(real)
+    except KeyError:
+        return None
+    owner = dead_letter_owner(logical)
+    return owner if owner not in (None, component) else None
 
 
 def now_ms() -> int:

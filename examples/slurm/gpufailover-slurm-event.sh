@@ -13,11 +13,19 @@
 #   GPUFAILOVER_BIN=/opt/gpufailover/bin/gpufailover
 #   GPUFAILOVER_BOOTSTRAP=kafka-1.example.org:9092,kafka-2.example.org:9092
 #   GPUFAILOVER_TOPIC_PREFIX=
+#   GPUFAILOVER_SLURM_LOG=/var/log/gpufailover-slurm.log   # the detached epilog's output
+#   GPUFAILOVER_SLURM_SPOT_PARTITIONS=spot                  # -> --spot (never failed over)
+#   GPUFAILOVER_SLURM_SPOT_QOS=preemptible
+#   GPUFAILOVER_SLURM_NO_FAILOVER_QOS=nofailover            # -> --no-failover
 #
 # What it sends:
 #   job id     SLURM_JOB_ID (epilog/prolog) or JOBID (jobcomp)
 #   nodes      SLURM_JOB_NODELIST or NODES, a Slurm hostlist (gpu-[01-04]) expanded by the CLI
-#   attempt    the requeue count: SLURM_RESTART_COUNT if set, else Restarts= from scontrol, else 0
+#   attempt    the requeue count: SLURM_JOB_RESTART_COUNT (slurmctld hooks), SLURM_RESTART_COUNT,
+#              else Restarts= from scontrol, else 0
+#   state      EpilogSlurmctld runs while the job is COMPLETING: the script detaches and waits
+#              (up to GPUFAILOVER_SLURM_FINAL_WAIT_S, 120) for the final JobState, which alone
+#              tells completed, cancelled, timed-out and node-failed jobs apart
 #   exit code  from SLURM_JOB_EXIT_CODE2 / EXITCODE ("exit:signal"); a signal N becomes 128+N
 #   reason     from the job state and signal: OUT_OF_MEMORY -> OOMKilled, NODE_FAIL -> WorkerLost,
 #              TIMEOUT -> TimeLimit, PREEMPTED -> Preempted, signal N -> Signal:<NAME>
@@ -54,21 +62,61 @@ state="${JOBSTATE:-}"
 
 # The job record, while slurmctld still holds it: state, reason and requeue count.
 job_info=""
-if command -v scontrol >/dev/null 2>&1; then
-    job_info="$(scontrol show job -o "$job_id" 2>/dev/null || true)"
-fi
+read_job() {
+    if command -v scontrol >/dev/null 2>&1; then
+        job_info="$(scontrol show job -o "$job_id" 2>/dev/null || true)"
+    fi
+}
 field() { # field NAME -> the value of NAME=... in the one-line scontrol output
     printf '%s\n' "$job_info" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1
 }
+read_job
+
+# Inside EpilogSlurmctld the job is still COMPLETING, and its environment says exit 0 for a
+# completed, cancelled, timed-out, node-failed or requeued job alike. Its final state appears
+# only once this epilog has returned: so return now, and read it from a detached copy.
+if [ "${SLURM_SCRIPT_CONTEXT:-}" = "epilog_slurmctld" ] && [ -z "$state" ] \
+    && [ "$(field JobState)" = "COMPLETING" ]; then
+    if [ -z "${GPUFAILOVER_SLURM_FINAL:-}" ]; then
+        GPUFAILOVER_SLURM_FINAL=1 setsid bash "${BASH_SOURCE[0]}" </dev/null \
+            >>"${GPUFAILOVER_SLURM_LOG:-/dev/null}" 2>&1 &
+        exit 0
+    fi
+    waited=0
+    while [ "$(field JobState)" = "COMPLETING" ] && [ "$waited" -lt "${GPUFAILOVER_SLURM_FINAL_WAIT_S:-120}" ]; do
+        sleep 1
+        waited=$((waited + 1))
+        read_job
+    done
+fi
 if [ -z "$state" ]; then
     state="$(field JobState)"
 fi
 slurm_reason="$(field Reason)"
-attempt="${SLURM_RESTART_COUNT:-$(field Restarts)}"
+restarts_now="$(field Restarts)"
+# The attempt that ended: slurmctld's hooks get SLURM_JOB_RESTART_COUNT (the job's own
+# environment has SLURM_RESTART_COUNT); Restarts= from scontrol only as a last resort.
+attempt="${SLURM_JOB_RESTART_COUNT:-${SLURM_RESTART_COUNT:-$restarts_now}}"
 attempt="${attempt:-0}"
 
+# Per-job opt-out and spot jobs, by partition or QOS (comma lists in the settings file).
+in_list() { # in_list VALUE LIST
+    case ",$2," in *",$1,"*) [ -n "$1" ] ;; *) return 1 ;; esac
+}
+policy_args=()
+partition="${SLURM_JOB_PARTITION:-${PARTITION:-$(field Partition)}}"
+qos="$(field QOS)"
+if in_list "$partition" "${GPUFAILOVER_SLURM_SPOT_PARTITIONS:-}" \
+    || in_list "$qos" "${GPUFAILOVER_SLURM_SPOT_QOS:-}"; then
+    policy_args+=(--spot)
+fi
+if in_list "$qos" "${GPUFAILOVER_SLURM_NO_FAILOVER_QOS:-}"; then
+    policy_args+=(--no-failover)
+fi
+
 publish() {
-    if ! "$bin" publish "$@" --job-id "$job_id" --attempt "$attempt" --timeout 10; then
+    if ! "$bin" publish "$@" --job-id "$job_id" --attempt "$attempt" --timeout 10 \
+        ${policy_args[@]+"${policy_args[@]}"}; then
         log "could not publish $1 for job $job_id (attempt $attempt)"
     fi
     exit 0
@@ -90,6 +138,19 @@ case "$sig" in '' | *[!0-9]*) sig=0 ;; esac
 exit_code="$code"
 if [ "$sig" -ne 0 ]; then
     exit_code=$((128 + sig))
+fi
+
+if [ "${SLURM_SCRIPT_CONTEXT:-}" = "epilog_slurmctld" ] && [ -n "$restarts_now" ] \
+    && [ -n "${SLURM_JOB_RESTART_COUNT:-}" ]; then
+    if [ "$restarts_now" -gt "$SLURM_JOB_RESTART_COUNT" ]; then
+        # Slurm requeued the job itself (a node failed under a --requeue job): the hooks
+        # still see the old count, Restarts= the new one. The attempt was lost to a node.
+        state=NODE_FAIL
+    elif [ "$state" = "PENDING" ] || [ "$slurm_reason" = "job_requeued_in_held_state" ]; then
+        # `scontrol requeue[hold]` (gpufailover's requeue or an operator): not a failure.
+        log "job $job_id requeued by scontrol (restart $restarts_now): nothing to publish"
+        exit 0
+    fi
 fi
 
 case "$state" in
@@ -114,9 +175,11 @@ case "$state" in
     PREEMPTED*) reason=Preempted ;;
     BOOT_FAIL*) reason=BootFail ;;
 esac
-if [ -z "$reason" ] && [ "$slurm_reason" = "OutOfMemory" ]; then
-    reason=OOMKilled
-fi
+case "$reason:$slurm_reason" in
+    :OutOfMemory) reason=OOMKilled ;;
+    :NodeDown | :NodeFail) reason=WorkerLost ;;
+    :TimeLimit) reason=TimeLimit ;;
+esac
 if [ -z "$reason" ]; then
     killed_by="$sig"
     if [ "$killed_by" -eq 0 ] && [ "$code" -gt 128 ] && [ "$code" -lt 160 ]; then

@@ -63,6 +63,15 @@ def has_hardware(items: Iterable[Evidence]) -> bool:
     return any(e.cls == "hardware" for e in items)
 
 
+def decided_ts_ms(term: Termination, items: Iterable[Evidence], policy: Policy) -> int:
+    """Event time at which the evidence is conclusive: the termination or the first hardware
+    signal after it when there is hardware, else the end of the grace."""
+    first_hardware = min((e.ts_ms for e in items if e.cls == "hardware"), default=None)
+    if first_hardware is None:
+        return term.ts_ms + policy.grace_ms
+    return max(term.ts_ms, first_hardware)
+
+
 def decide(term: Termination, items: Iterable[Evidence], policy: Policy) -> Decision:
     """Verdict by precedence hardware > software > transient > unknown, then the action."""
     evidence = sorted(items, key=Evidence.sort_key)
@@ -96,10 +105,7 @@ def decide(term: Termination, items: Iterable[Evidence], policy: Policy) -> Deci
 
     # Event time at which the evidence became conclusive: deterministic, so replay and the
     # partitioned stream agree on it whatever the interleaving.
-    if hardware:
-        decided = max(term.ts_ms, min(e.ts_ms for e in hardware))
-    else:
-        decided = term.ts_ms + policy.grace_ms
+    decided = decided_ts_ms(term, hardware, policy)
     return Decision(
         job_id=term.job_id,
         attempt=term.attempt,

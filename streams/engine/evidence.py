@@ -13,6 +13,12 @@ def in_window(item: Evidence, start_ms: int, end_ms: int) -> bool:
     return last >= start_ms and item.ts_ms <= end_ms
 
 
+def coalesces(first_ms: int, last_ms: int, ts_ms: int, coalesce_ms: int) -> bool:
+    """Does a signal at `ts_ms` join a repeat seen from `first_ms` to `last_ms`? The one rule
+    of coalescing: the node side (`add`) and the signal filter's batch folds both use it."""
+    return ts_ms - coalesce_ms <= last_ms and ts_ms >= first_ms - coalesce_ms
+
+
 def add(
     items: list[Evidence], new: Evidence, coalesce_ms: int, cap: int
 ) -> tuple[Evidence, Evidence | None]:
@@ -23,7 +29,7 @@ def add(
     for i, old in enumerate(items):
         if old.gpu_index == new.gpu_index and old.code == new.code and old.kind == new.kind:
             old_last = old.ts_ms if old.last_ts_ms is None else old.last_ts_ms
-            if new.ts_ms - coalesce_ms <= old_last and new.ts_ms >= old.ts_ms - coalesce_ms:
+            if coalesces(old.ts_ms, old_last, new.ts_ms, coalesce_ms):
                 new_last = new.ts_ms if new.last_ts_ms is None else new.last_ts_ms
                 merged = replace(
                     old,

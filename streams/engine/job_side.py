@@ -13,7 +13,7 @@ from typing import Any
 
 from schemas.decisions import Decision, Evidence
 from schemas.jobs import JobEvent
-from streams.engine.decide import Termination, decide, has_hardware, reason_evidence
+from streams.engine.decide import Termination, decide, decided_ts_ms, reason_evidence
 from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.progress import ProgressTracker
 from streams.policy import Policy
@@ -21,32 +21,54 @@ from streams.policy import Policy
 JobOutput = Decision | NodeTermination
 # Decided attempts remembered per job to ignore duplicates; older ones are long settled.
 DECIDED_MEMORY = 16
+CLOSED_LONG_AGO_MS = 10 * 365 * 86_400_000  # a window closed under the old format
 
 
 @dataclass(slots=True)
 class Pending:
     term: Termination
     items: dict[tuple[Any, ...], Evidence] = field(default_factory=dict)
-    answered: set[str] = field(default_factory=set)
-    closed: set[str] = field(default_factory=set)
+    # Per node that answered: how far its evidence is complete (the watermark it reported;
+    # signals with ts_ms below it have all been read). None: answered, watermark unknown.
+    complete: dict[str, int | None] = field(default_factory=dict)
+    # The time the nodes in `asked` were asked to report past (`NodeTermination.until_ms`).
+    requested: int | None = None
+    asked: set[str] = field(default_factory=set)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "term": self.term.to_dict(),
             "items": [e.to_dict() for e in self.items.values()],
-            "answered": sorted(self.answered),
-            "closed": sorted(self.closed),
+            "complete": self.complete,
+            "requested": self.requested,
+            "asked": sorted(self.asked),
         }
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Pending:
+        term = Termination.from_dict(d["term"])
+        if "complete" in d:
+            complete: dict[str, int | None] = dict(d["complete"])
+        else:  # written before the completeness rule: answered nodes, closed windows
+            complete = {node: None for node in d["answered"]}
+            # Nothing more comes from a closed window: complete past any decision time.
+            complete.update({node: term.ts_ms + CLOSED_LONG_AGO_MS for node in d["closed"]})
         p = Pending(
-            Termination.from_dict(d["term"]), answered=set(d["answered"]), closed=set(d["closed"])
+            term, complete=complete, requested=d.get("requested"), asked=set(d.get("asked", ()))
         )
         for e in d["items"]:
             item = Evidence.from_dict(e)
             p.items[_item_key(item)] = item
         return p
+
+    def complete_to(self) -> int | None:
+        """How far the evidence of every node is complete; None while one has not answered."""
+        if len(self.complete) < len(self.term.nodes):
+            return None
+        known = [c for c in self.complete.values() if c is not None]
+        if len(known) < len(self.complete):
+            return None
+        return min(known)
 
 
 @dataclass(slots=True)
@@ -128,24 +150,56 @@ class JobSide:
             return []
         for item in report.items:
             pending.items.setdefault(_item_key(item), item)
-        if report.initial:
-            pending.answered.add(report.node)
+        complete = report.complete_to
         if report.closed:
-            pending.closed.add(report.node)
-        nodes = pending.term.nodes
-        if len(pending.answered) == len(nodes) and (
-            len(pending.closed) == len(nodes) or has_hardware(pending.items.values())
+            # Older reports carried no watermark; a closed window is complete past its grace.
+            complete = max(complete or 0, pending.term.ts_ms + self.policy.grace_ms + 1)
+        known = pending.complete.get(report.node)
+        if report.node not in pending.complete or (
+            complete is not None and (known is None or complete > known)
         ):
-            return self._finish(state, pending)
-        self.jobs[report.job_id] = state
-        return []
+            pending.complete[report.node] = complete
+        out = self._try_decide(state, pending)
+        if report.attempt in state.pending:  # not decided (deciding saves the state itself)
+            self.jobs[report.job_id] = state
+        return out
 
-    def _finish(self, state: JobState, pending: Pending) -> list[JobOutput]:
+    def _try_decide(self, state: JobState, pending: Pending) -> list[JobOutput]:
+        """The completeness rule: decide at `decided_ts_ms` once every node's evidence is
+        complete past it, from exactly the evidence stamped at or before it."""
+        term = pending.term
+        complete_to = pending.complete_to()
+        decided_at = decided_ts_ms(term, pending.items.values(), self.policy)
+        if complete_to is not None and complete_to > decided_at:
+            return self._finish(state, pending, decided_at)
+        grace_end = term.ts_ms + self.policy.grace_ms
+        if not term.ts_ms < decided_at < grace_end:
+            return []  # every node reports past the termination and the grace by itself
+        # Hardware after the termination moved the decision time: ask the nodes not complete
+        # that far to report when they are (else the decision would wait for the grace).
+        if pending.requested != decided_at:
+            pending.requested, pending.asked = decided_at, set()
+        behind = [
+            node
+            for node, complete in pending.complete.items()
+            if (complete is None or complete <= decided_at) and node not in pending.asked
+        ]
+        pending.asked.update(behind)
+        return [
+            NodeTermination(term.job_id, term.attempt, node, term.ts_ms, until_ms=decided_at)
+            for node in behind
+        ]
+
+    def _finish(
+        self, state: JobState, pending: Pending, decided_at: int | None = None
+    ) -> list[JobOutput]:
         term = pending.term
         del state.pending[term.attempt]
         state.decided = [*state.decided, term.attempt][-DECIDED_MEMORY:]
         self.jobs[term.job_id] = state
-        items = list(pending.items.values())
+        # Evidence stamped after the decision time never enters it, even if it was read
+        # already: live, at that time, it would not have been (it still quarantines its node).
+        items = [e for e in pending.items.values() if decided_at is None or e.ts_ms <= decided_at]
         started = (
             self.progress.started_at(term.job_id, term.attempt)
             if self.progress is not None

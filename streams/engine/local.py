@@ -41,11 +41,11 @@ class LocalPipeline:
                 *self.progress.advance(record.ts_ms),
                 *self.job_side.on_job_event(record),
             ]
-            out = self._route(first)
-            return out + self._route(list(self.node_side.advance(record.ts_ms)))
+            return self._route(first)
         if isinstance(record, TrainingTelemetry):
-            alerts = [*self.progress.advance(record.ts_ms), *self.progress.on_telemetry(record)]
-            return [*alerts, *self._route(list(self.node_side.advance(record.ts_ms)))]
+            # Job events and telemetry move the job side's clock only: the node side's
+            # watermark is the time of the evidence (gpu.xid, gpu.health), as on Kafka.
+            return [*self.progress.advance(record.ts_ms), *self.progress.on_telemetry(record)]
         signal_out: list[_Message] = list(self.node_side.on_signal(record))
         deadlines = self.progress.clock.deadlines
         if deadlines and deadlines[0][0] < record.ts_ms:  # one watermark for both halves

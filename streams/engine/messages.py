@@ -15,24 +15,35 @@ from schemas.decisions import Evidence
 
 @dataclass(frozen=True, slots=True)
 class NodeTermination:
-    """Job side -> node side: job (job_id, attempt) ended at `terminated_ts_ms` on `node`."""
+    """Job side -> node side: job (job_id, attempt) ended at `terminated_ts_ms` on `node`.
+
+    With `until_ms` it is a progress request for a termination the node already knows: report
+    again once the node's watermark has passed `until_ms` (a hardware signal after the
+    termination moved the decision time; every node must be complete up to it).
+    """
 
     job_id: str
     attempt: int
     node: str
     terminated_ts_ms: int
+    until_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "job_id": self.job_id,
             "attempt": self.attempt,
             "node": self.node,
             "terminated_ts_ms": self.terminated_ts_ms,
         }
+        if self.until_ms is not None:
+            d["until_ms"] = self.until_ms
+        return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> NodeTermination:
-        return NodeTermination(d["job_id"], d["attempt"], d["node"], d["terminated_ts_ms"])
+        return NodeTermination(
+            d["job_id"], d["attempt"], d["node"], d["terminated_ts_ms"], d.get("until_ms")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,8 @@ class NodeReport:
 
     `initial` marks the answer to the NodeTermination; `closed` says the node's watermark passed
     the end of the grace, so nothing more will come from this node for this (job, attempt).
+    `complete_to` is the node partition's watermark when the report was made: every signal of
+    the node with `ts_ms < complete_to` has been read (the completeness rule, README).
     """
 
     job_id: str
@@ -49,6 +62,7 @@ class NodeReport:
     items: tuple[Evidence, ...]
     initial: bool
     closed: bool
+    complete_to: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +72,7 @@ class NodeReport:
             "items": [e.to_dict() for e in self.items],
             "initial": self.initial,
             "closed": self.closed,
+            "complete_to": self.complete_to,
         }
 
     @staticmethod
@@ -69,6 +84,7 @@ class NodeReport:
             tuple(Evidence.from_dict(e) for e in d["items"]),
             d["initial"],
             d["closed"],
+            d.get("complete_to"),
         )
 
 

@@ -80,7 +80,8 @@ class PartitionClock:
     """Event time of one partition: its watermark and the windows waiting for it to pass."""
 
     watermark: int | None = None
-    # (close_at_ms, node, job_id, attempt): closes when the watermark passes close_at_ms.
+    # (wake_at_ms, node, job_id, attempt): the node reports on the job when the watermark
+    # passes wake_at_ms (the termination time, a requested time, the end of the grace).
     closing: list[tuple[int, str, str, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,6 +92,13 @@ class PartitionClock:
         closing = [(c[0], c[1], c[2], c[3]) for c in d["closing"]]
         heapq.heapify(closing)
         return PartitionClock(watermark=d["watermark"], closing=closing)
+
+
+def _pending_ref(state: NodeState, job_id: str, attempt: int) -> PendingRef | None:
+    for ref in state.pending:
+        if ref.job_id == job_id and ref.attempt == attempt:
+            return ref
+    return None
 
 
 class SignalClassifier:
@@ -167,19 +175,47 @@ class NodeSide:
         return self._store(item)
 
     def on_termination(self, msg: NodeTermination) -> list[NodeOutput]:
-        """Answer a job's termination with this node's evidence in its window."""
+        """Answer a job's termination with this node's evidence in its window.
+
+        The answer says how far this node's evidence is complete (`complete_to`); the node
+        reports again when its watermark passes the termination time, a requested time
+        (`until_ms`, see `NodeTermination`) and the end of the grace (closed). Terminations
+        do not move the watermark: it is the time of the evidence only.
+        """
+        if msg.until_ms is not None:
+            return self._progress_request(msg)
         p = self.policy
         state = self.nodes.get(msg.node) or NodeState()
         start = state.window_start(msg.terminated_ts_ms, p.lookback_ms)
         end = msg.terminated_ts_ms + p.grace_ms
         items = tuple(e for e in state.evidence if ev.in_window(e, start, end))
-        closed = self.clock.watermark is not None and self.clock.watermark > end
-        if not closed:
+        wm = self.clock.watermark
+        closed = wm is not None and wm > end
+        if not closed and _pending_ref(state, msg.job_id, msg.attempt) is None:
             state.pending.append(PendingRef(msg.job_id, msg.attempt, msg.terminated_ts_ms))
-            heapq.heappush(self.clock.closing, (end, msg.node, msg.job_id, msg.attempt))
+            if wm is None or wm <= msg.terminated_ts_ms:
+                self._wake_at(msg.terminated_ts_ms, msg.node, msg.job_id, msg.attempt)
+            self._wake_at(end, msg.node, msg.job_id, msg.attempt)
             self.nodes[msg.node] = state
-        report = NodeReport(msg.job_id, msg.attempt, msg.node, items, initial=True, closed=closed)
-        return [report, *self._follow(msg.terminated_ts_ms)]
+        report = NodeReport(
+            msg.job_id, msg.attempt, msg.node, items, initial=True, closed=closed, complete_to=wm
+        )
+        return [report]
+
+    def _progress_request(self, msg: NodeTermination) -> list[NodeOutput]:
+        assert msg.until_ms is not None
+        wm = self.clock.watermark
+        state = self.nodes.get(msg.node)
+        ref = None if state is None else _pending_ref(state, msg.job_id, msg.attempt)
+        if ref is not None and (wm is None or wm <= msg.until_ms):
+            self._wake_at(msg.until_ms, msg.node, msg.job_id, msg.attempt)
+            return []
+        closed = wm is not None and wm > msg.terminated_ts_ms + self.policy.grace_ms
+        return [NodeReport(msg.job_id, msg.attempt, msg.node, (), False, closed, wm)]
+
+    def _wake_at(self, at_ms: int, node: str, job_id: str, attempt: int) -> None:
+        """Report on (job, attempt) from `node` once the watermark passes `at_ms`."""
+        heapq.heappush(self.clock.closing, (at_ms, node, job_id, attempt))
 
     def on_release(self, node: str, ts_ms: int | None = None) -> None:
         """The node left quarantine (operator or repair) at `ts_ms`: a new fault quarantines it
@@ -197,22 +233,25 @@ class NodeSide:
         return self.advance(ts_ms) if self.follow_records else []
 
     def advance(self, ts_ms: int) -> list[NodeOutput]:
-        """Move the watermark to `ts_ms` if later, closing the windows it passes."""
+        """Move the watermark to `ts_ms` if later; report to the pending jobs whose wake-up
+        times it passes (and close the windows whose grace it passes)."""
         clock = self.clock
         if clock.watermark is not None and ts_ms <= clock.watermark:
             return []
         clock.watermark = ts_ms
         out: list[NodeOutput] = []
+        grace = self.policy.grace_ms
         while clock.closing and clock.closing[0][0] < ts_ms:
             _, node, job_id, attempt = heapq.heappop(clock.closing)
             state = self.nodes.get(node)
-            if state is None:
-                continue
-            state.pending = [
-                q for q in state.pending if not (q.job_id == job_id and q.attempt == attempt)
-            ]
-            self._put(node, state)
-            out.append(NodeReport(job_id, attempt, node, (), initial=False, closed=True))
+            ref = None if state is None else _pending_ref(state, job_id, attempt)
+            if state is None or ref is None:
+                continue  # closed already (an earlier wake-up of the same window)
+            closed = ts_ms > ref.terminated_ts_ms + grace
+            if closed:
+                state.pending.remove(ref)
+                self._put(node, state)
+            out.append(NodeReport(job_id, attempt, node, (), False, closed, ts_ms))
         return out
 
     def close_all(self) -> list[NodeOutput]:
@@ -263,7 +302,13 @@ class NodeSide:
             ):
                 out.append(
                     NodeReport(
-                        ref.job_id, ref.attempt, item.node, (stored,), initial=False, closed=False
+                        ref.job_id,
+                        ref.attempt,
+                        item.node,
+                        (stored,),
+                        initial=False,
+                        closed=False,
+                        complete_to=self.clock.watermark,
                     )
                 )
         if not out and not pruned and before is not None and _minor_repeat(before, stored):

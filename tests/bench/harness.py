@@ -238,6 +238,9 @@ class LagSample:
         return sum(self.committed.get(t, 0) for t in names)
 
 
+COORDINATOR_WAIT_S = 60.0
+
+
 class LagMonitor:
     """Samples consumer groups' committed offsets and the topics' end offsets (the groups' lag
     as Kafka tools report it) every `interval_s`. `groups` maps each group to the topics it
@@ -282,11 +285,25 @@ class LagMonitor:
         await self._admin_cm.__aexit__(None, None, None)
         await self._consumer.stop()
 
+    async def _group_offsets(self, group: str, tps: list[TopicPartition]) -> Any:
+        """A group's committed offsets; on a fresh broker the group coordinator (and its
+        __consumer_offsets topic) may not exist yet: retriable, waited out for a bounded time."""
+        from aiokafka.errors import CoordinatorNotAvailableError, NotCoordinatorError
+
+        deadline = time.monotonic() + COORDINATOR_WAIT_S
+        while True:
+            try:
+                return await self._admin.list_consumer_group_offsets(group, partitions=tps)
+            except (CoordinatorNotAvailableError, NotCoordinatorError):
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)  # a bounded retry of a retriable broker error
+
     async def sample(self) -> LagSample:
         end = await self._consumer.end_offsets(self.tps)
         committed: dict[TopicPartition, Any] = {}
         for group, tps in self.groups.items():
-            committed.update(await self._admin.list_consumer_group_offsets(group, partitions=tps))
+            committed.update(await self._group_offsets(group, tps))
         s = LagSample(
             time.monotonic(),
             {t: sum(max(0, committed[tp].offset) for tp in committed if tp.topic == t)

@@ -86,6 +86,7 @@ class Sizes:
     flood_rate: float  # background during the flood
     nodes: int  # memory: nodes with evidence
     replay: int  # replay benchmark records
+    scaleout_workers: tuple[int, ...] = (2,)  # worker counts compared with 1 worker
 
     @staticmethod
     def for_run(quick: bool, records: int | None) -> Sizes:
@@ -396,25 +397,31 @@ async def scenario_scaleout(ctx: Context) -> None:
         env.log("classifier: 1 worker")
         ctx.one_worker = await drain(ctx, names1, 1, "scaleout-1")
     one = ctx.one_worker
-    names = await env.topic_set("scaleout2")
-    await load(env, names, data)
-    env.log("classifier: 2 workers, one consumer group")
-    two = await drain(ctx, names, 2, "scaleout-2")
     ctx.row(sc, "1 worker", one.rate, "rec/s")
-    ctx.row(sc, "2 workers", two.rate, "rec/s", note=f"startup {two.startup_s:.1f} s")
-    ctx.row(sc, "2 / 1 workers", two.rate / one.rate, note="2 cores shared with the broker")
+    for count in ctx.sizes.scaleout_workers:
+        names = await env.topic_set(f"scaleout{count}")
+        await load(env, names, data)
+        env.log(f"classifier: {count} workers, one consumer group")
+        many = await drain(ctx, names, count, f"scaleout-{count}")
+        _scaleout_rows(ctx, sc, one, many, count)
+
+
+def _scaleout_rows(ctx: Context, sc: str, one: Drain, two: Drain, count: int) -> None:
+    w = f"{count} workers"
+    ctx.row(sc, w, two.rate, "rec/s", note=f"startup {two.startup_s:.1f} s")
+    ctx.row(sc, f"{count} / 1 workers", two.rate / one.rate, note="2 cores shared with the broker")
     same = two.decisions == one.decisions
     diff = len(set(two.decisions.items()) ^ set(one.decisions.items()))
     ctx.row(
         sc,
-        "same decisions as 1 worker",
+        f"same decisions as 1 worker ({w})",
         "yes" if same else f"no ({diff} differ)",
         target="same",
         ok=same and two.complete,
         note=f"{len(two.decisions)} decisions, {two.duplicates} duplicates"
         + "".join(
             f"; {job}/{attempt}: 1 worker {one.decisions.get((job, attempt))},"
-            f" 2 workers {two.decisions.get((job, attempt))},"
+            f" {w} {two.decisions.get((job, attempt))},"
             f" replay {ctx.preloaded().decisions.get((job, attempt))}"
             for job, attempt in sorted(
                 {
@@ -425,7 +432,7 @@ async def scenario_scaleout(ctx: Context) -> None:
             )[:5]
         ),
     )
-    ctx.row(sc, "RSS per worker", max(two.rss_mb), "MB")
+    ctx.row(sc, f"RSS per worker ({w})", max(two.rss_mb), "MB")
 
 
 # -- probes: timed jobs ------------------------------------------------------------------------
@@ -891,7 +898,7 @@ async def run(
     partitions: int,
     records: int | None,
     profile_dir: Path | None,
-    sizes: dict[str, float] | None = None,
+    sizes: dict[str, Any] | None = None,
     classifier_env: dict[str, str] | None = None,
 ) -> Context:
     task, loop = asyncio.current_task(), asyncio.get_running_loop()
@@ -968,7 +975,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                     profile_dir=args.profile,
                     sizes={
                         k: v
-                        for k in ("rate", "flood", "wave", "nodes")
+                        for k in ("rate", "flood", "wave", "nodes", "scaleout_workers")
                         if (v := getattr(args, k, None)) is not None
                     },
                     classifier_env=dict(kv.split("=", 1) for kv in args.classifier_env or []),

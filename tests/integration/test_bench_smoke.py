@@ -76,7 +76,7 @@ async def test_quick_benchmark_runs_every_scenario_and_reports_every_number(
     _number(rows, "flood", "unrelated hardware decision p99")
 
     _number(rows, "memory", "RSS with 1,000 nodes")
-    assert _value(rows, "scaleout", "same decisions as 1 worker") == "yes"
+    assert _value(rows, "scaleout", "same decisions as 1 worker (2 workers)") == "yes"
     _number(rows, "scaleout", "2 / 1 workers")
     _number(rows, "replay", "replay engine")
     _number(rows, "replay", "replay / orjson")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from deploy.topics import TopicNames
 from tests.integration.kafka_io import Rec, classifier, produce, short_grace_policy, wait_for
@@ -119,6 +120,11 @@ async def test_late_xid_inside_grace_flips_verdict_and_one_past_grace_does_not(
     assert by_job["late-out"]["action"] == "retry"
 
 
+def _offset(dead_letter: Any) -> int:
+    offset: int = dead_letter["offset"]
+    return offset
+
+
 async def test_malformed_records_are_dead_lettered_while_good_ones_are_decided(
     kafka_bootstrap: str, topic_names: TopicNames, topic_partitions: int, tmp_path: Path
 ) -> None:
@@ -143,7 +149,8 @@ async def test_malformed_records_are_dead_lettered_while_good_ones_are_decided(
             settle_s=1.0,
         )
         assert svc.proc is not None and svc.proc.poll() is None, "a bad record crashed the worker"
-    dlq_xid = [r.value for r in recs if r.topic == n.dlq(n.gpu_xid)]
+    # Keyed by coordinates, dead letters spread over the DLQ's partitions: order by offset.
+    dlq_xid = sorted((r.value for r in recs if r.topic == n.dlq(n.gpu_xid)), key=_offset)
     dlq_jobs = [r.value for r in recs if r.topic == n.dlq(n.jobs_events)]
     assert len(dlq_xid) == 2 and len(dlq_jobs) == 1
     assert "not valid JSON" in dlq_xid[0]["error"] and dlq_xid[0]["raw"] == "not json at all"
@@ -151,6 +158,8 @@ async def test_malformed_records_are_dead_lettered_while_good_ones_are_decided(
     assert dlq_jobs[0]["error"].startswith("attempt:")
     assert {(v["topic"], v["partition"]) for v in dlq_xid} == {(n.gpu_xid, dlq_xid[0]["partition"])}
     assert all(isinstance(v["offset"], int) for v in dlq_xid + dlq_jobs)
+    assert {v["component"] for v in dlq_xid} == {"signal-filter"}
+    assert {v["component"] for v in dlq_jobs} == {"job-agent"}
     [good] = _decisions(recs, n)
     assert good.key == "job-good" and good.value["verdict"] == "hardware"
 

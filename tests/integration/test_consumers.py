@@ -33,6 +33,7 @@ from consumers.runtime.records import dead_letter_topic
 from deploy.topics import TopicNames
 from gpufailover.cli import main as cli_main
 from gpufailover.kafka import make_consumer
+from schemas.dead_letter import DeadLetter
 from schemas.decisions import Decision, Evidence
 
 DEADLINE_S = 30.0
@@ -236,12 +237,15 @@ async def test_hardware_decision_quarantines_the_suspect_and_requeues_away_from_
         await produce(b, [(n.failover_decisions, "job-1", decision("job-1"))])
         requeued = await wait_for(b, n.jobs_requeue, lambda got: len(got) >= 1)
         table = await wait_for(b, n.nodes_quarantine, lambda got: len(got) >= 2)
+        await until(lambda: len(actuator.commands) >= 2)
 
     assert sorted(k or "" for k, _ in table) == ["node-a", "node-z"]  # the suspect only, once
     [record] = for_key(table, "node-a")
     assert record["state"] == "quarantined" and record["job_id"] == "job-1"
-    assert actuator.commands == [
-        "scontrol update nodename=node-a state=drain reason='gpufailover: hardware job job-1'"
+    # Everything on nodes.quarantine is desired state: node-z's record is carried out too.
+    assert sorted(actuator.commands) == [
+        "scontrol update nodename=node-a state=drain reason='gpufailover: hardware job job-1'",
+        "scontrol update nodename=node-z state=drain reason='gpufailover: hardware'",
     ]
     [(key, command)] = requeued
     assert key == "job-1"
@@ -287,6 +291,7 @@ async def test_redelivered_decisions_quarantine_and_requeue_once(
     )
     async with running(quarantine(b, n, actuator)), running(requeue(b, n)):
         await wait_for(b, n.jobs_requeue, lambda got: bool(for_key(got, "job-2")))
+        await until(lambda: len(actuator.commands) >= 2)
     # A new consumer group re-reads every decision from the start: a full redelivery.
     async with running(requeue(b, n, group="requeue-again")):
         await wait_consumed(b, f"{n.prefix}requeue-again", n.failover_decisions)
@@ -335,7 +340,11 @@ async def test_malformed_records_are_dead_lettered_and_good_ones_still_processed
 ) -> None:
     b, n = kafka_bootstrap, topic_names
     bad_decision = decision("job-bad") | {"verdict": "cosmic-rays"}
-    async with running(quarantine(b, n, LogActuator())), running(requeue(b, n)):
+    async with (
+        running(quarantine(b, n, LogActuator())),
+        running(requeue(b, n)),
+        running(job_status(b, n)),
+    ):
         await produce(
             b,
             [
@@ -349,14 +358,20 @@ async def test_malformed_records_are_dead_lettered_and_good_ones_still_processed
         await wait_consumed(b, f"{n.prefix}quarantine", n.quarantine_requests)
         await wait_consumed(b, f"{n.prefix}quarantine", n.failover_decisions)
         await wait_consumed(b, f"{n.prefix}requeue", n.failover_decisions)
+        await wait_consumed(b, f"{n.prefix}job-status", n.failover_decisions)
     topics = {dead_letter_topic(n, t) for t in (n.failover_decisions, n.quarantine_requests)}
     letters = [v for t in sorted(topics) for _, v in await read(b, t)]
-    dead = [v for v in letters if v.get("kind") == "dead-letter"]
-    by_consumer = {(v["consumer"], v["topic"], v["offset"]) for v in dead}
-    assert len(by_consumer) == 5  # 2 decisions x 2 services + 1 request
-    assert {v["error_kind"] for v in dead} == {"decode"}
-    assert any("verdict" in v["error"] for v in dead)
-    assert all(v["partition"] >= 0 and v["value"] is not None for v in dead)
+    dead = [DeadLetter.from_dict(v) for v in letters]
+    # Three services read the decisions; only their owner (job status) dead-letters a bad one.
+    by_record = {(d.component, d.topic, d.offset) for d in dead}
+    assert len(dead) == len(by_record) == 3
+    assert {(d.component, d.topic) for d in dead} == {
+        ("jobstatus", n.failover_decisions),
+        ("quarantine", n.quarantine_requests),
+    }
+    assert {d.error_kind for d in dead} == {"decode"}
+    assert any("verdict" in d.error for d in dead)
+    assert all(d.partition is not None and d.raw is not None for d in dead)
 
 
 async def test_release_command_publishes_a_released_record_the_service_actuates(

@@ -13,6 +13,7 @@ from consumers.requeue.config import RequeueSettings
 from consumers.runtime.records import InRecord, dead_letter, dead_letter_topic
 from deploy.topics import TopicNames
 from gpufailover.cli import build_parser
+from schemas.dead_letter import DeadLetter
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -88,9 +89,11 @@ def test_dead_letters_keep_coordinates_and_fall_back_to_alerts() -> None:
     # A topic without a declared .dlq never sends to an undeclared topic.
     assert dead_letter_topic(names, "p.failover.ticks") == names.failover_alerts
     rec = InRecord(names.jobs_events, 1, 42, b"job-1", b"\xffnot json", 7)
-    out = dead_letter(names, rec, "decode", ValueError("bad"), "grp")
-    letter = orjson.loads(out.value)
-    assert out.key == b"job-1" and out.topic == "p.jobs.events.dlq"
-    assert (letter["topic"], letter["partition"], letter["offset"]) == (names.jobs_events, 1, 42)
-    assert letter["error"] == "ValueError: bad" and letter["error_kind"] == "decode"
-    assert letter["consumer"] == "grp" and letter["value"].endswith("not json")
+    out = dead_letter(names, rec, "decode", ValueError("bad"), "jobstatus", "grp")
+    letter = DeadLetter.from_dict(orjson.loads(out.value))
+    # Keyed by coordinates: a dead letter written again for the same record replaces it.
+    assert out.key == b"p.jobs.events[1]@42" and out.topic == "p.jobs.events.dlq"
+    assert (letter.topic, letter.partition, letter.offset) == (names.jobs_events, 1, 42)
+    assert letter.error == "ValueError: bad" and letter.error_kind == "decode"
+    assert (letter.component, letter.group, letter.key) == ("jobstatus", "grp", "job-1")
+    assert letter.raw_bytes() == b"\xffnot json" and letter.record_ts_ms == 7

@@ -34,7 +34,6 @@ def make(
         QuarantineMetrics.create(registry),
         dry_run=dry_run,
     )
-    processor.live = True
     return processor
 
 
@@ -60,9 +59,7 @@ async def test_a_request_quarantines_its_node_once() -> None:
     assert value(out)["state"] == "quarantined"
     assert again == []
     assert p.table.is_quarantined("n1")
-    assert commands(p) == [
-        "scontrol update nodename=n1 state=drain reason='gpufailover: hardware job job-x'"
-    ]
+    assert commands(p) == []  # the actuation stage carries it out once committed
 
 
 async def test_a_hardware_decision_quarantines_each_suspect_with_its_own_evidence() -> None:
@@ -91,14 +88,30 @@ async def test_other_verdicts_quarantine_nothing(
 
 
 async def test_a_redelivered_decision_after_a_release_does_not_requarantine() -> None:
-    p = make()
-    d = decision("job-1")
+    registry = CollectorRegistry()
+    p = make(registry=registry)
+    d = decision("job-1", ts=1_000)
     await batch(p, rec(NAMES.failover_decisions, "job-1", d))
     release = QuarantineRecord("n1", "released", "operator", (), None, 2_000)
     p.table.apply(release, 0, 99)
     assert await batch(p, rec(NAMES.failover_decisions, "job-1", d)) == []
-    assert await p.idle() is None
-    assert commands(p)[-1] == "scontrol update nodename=n1 state=resume"
+    # A restarted service knows only the table: the release still wins over the old decision
+    # and over an old request for the same node.
+    restarted = make(registry=CollectorRegistry())
+    restarted.table.apply(release, 0, 99)
+    assert await batch(restarted, rec(NAMES.failover_decisions, "job-1", d)) == []
+    old_request = rec(NAMES.quarantine_requests, "n1", request("n1", 2_000))
+    assert await batch(restarted, old_request) == []
+    stale = restarted.metrics.stale
+    assert stale.labels(source="decision")._value.get() == 1
+    assert stale.labels(source="request")._value.get() == 1
+
+
+async def test_evidence_newer_than_the_release_quarantines_again() -> None:
+    p = make()
+    p.table.apply(QuarantineRecord("n1", "released", "operator", (), None, 2_000), 0, 99)
+    [out] = await batch(p, rec(NAMES.quarantine_requests, "n1", request("n1", 2_001)))
+    assert value(out)["state"] == "quarantined" and value(out)["ts_ms"] == 2_001
 
 
 async def test_the_breaker_trips_on_a_wave_within_the_event_time_window() -> None:

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from consumers.jobstatus.metrics import JobStatusMetrics
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.requeue.metrics import RequeueMetrics
+from consumers.requeue.slurm_stage import SlurmStageMetrics
 from producers.metrics import AgentMetrics
 from streams.metrics import ClassifierMetrics
 from tests.promql_names import (
@@ -34,6 +35,7 @@ def registries() -> dict[str, CollectorRegistry]:
     ClassifierMetrics(out["classifier"]).lag_from(list)
     QuarantineMetrics.create(out["quarantine"])
     RequeueMetrics.create(out["requeue"])
+    SlurmStageMetrics.create(out["requeue"])  # the requeue service with --scheduler slurm
     JobStatusMetrics.create(out["jobstatus"])
     out["agent"] = AgentMetrics().registry
     return out
@@ -96,6 +98,8 @@ def test_alert_rules_cover_the_issue_and_carry_severity_and_summary() -> None:
         "GpuFailoverConsumerLagGrowing",
         "GpuFailoverDeadLetters",
         "GpuFailoverAgentNotReporting",
+        "GpuFailoverDecisionOverdue",
+        "GpuFailoverActuationFailing",
     }
     for r in rules:
         assert r["labels"]["severity"] in {"warning", "critical"}, r["alert"]
@@ -104,6 +108,12 @@ def test_alert_rules_cover_the_issue_and_carry_severity_and_summary() -> None:
     lag = [r["expr"] for r in rules if r["alert"] == "GpuFailoverConsumerLagGrowing"]
     for c in ("classifier", "quarantine", "requeue", "jobstatus"):
         assert any(f"gpufailover_{c}_consumer_lag" in e for e in lag), c
+    # The decision deadline is watched through the job status service, which keeps running
+    # when the classifier is down; and unactuated quarantines through the quarantine service.
+    by_name = {r["alert"]: r["expr"] for r in rules}
+    assert "gpufailover_jobstatus_overdue_decisions" in by_name["GpuFailoverDecisionOverdue"]
+    assert "gpufailover_classifier" not in by_name["GpuFailoverDecisionOverdue"]
+    assert "gpufailover_quarantine_actuations_owed" in by_name["GpuFailoverActuationFailing"]
 
 
 def test_every_metric_the_dashboard_and_rules_query_is_declared_by_a_component() -> None:

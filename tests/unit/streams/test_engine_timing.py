@@ -1,8 +1,9 @@
 """Rules 4 and 5: when a decision is made, and that each (job, attempt) gets exactly one.
 
-Decide at once on hardware evidence; otherwise when the watermark (largest ts_ms seen) passes
-T + grace, or at end of input. Later records change nothing. Duplicates are ignored; succeeded and
-cancelled decide nothing.
+The completeness rule: a decision at `decided_ts_ms` (hardware: max(T, first hardware signal),
+else T + grace) is made once the evidence watermark (largest ts_ms of gpu.xid/gpu.health seen)
+has passed it, or at end of input, from the evidence stamped at or before it. Later records
+change nothing. Duplicates are ignored; succeeded and cancelled decide nothing.
 """
 
 from __future__ import annotations
@@ -30,22 +31,36 @@ T = T0 + 3600 * S
 # -- immediate decisions on hardware ---------------------------------------------------------
 
 
-def test_hardware_already_stored_decides_at_the_termination() -> None:
+def test_hardware_already_stored_decides_once_the_watermark_passes_the_termination() -> None:
     r = Run()
     r.feed(xid(A, 79, T - 5 * S))
-    out = r.feed(terminated("job-1", [A, B], T))
-    (d,) = decisions_of(out)
+    assert r.feed(terminated("job-1", [A, B], T)) == []
+    assert r.feed(health(C, "ok", T)) == []  # a signal stamped T may still come: not complete
+    (d,) = decisions_of(r.feed(health(C, "ok", T + 1)))
     assert (d.verdict, d.decided_ts_ms, d.terminated_ts_ms) == ("hardware", T, T)
 
 
-def test_late_hardware_record_inside_grace_decides_on_arrival() -> None:
+def test_late_hardware_record_inside_grace_decides_once_the_watermark_passes_it() -> None:
     r = Run()
     assert r.feed(terminated("job-1", [A, B], T)) == []
-    out = r.feed(xid(B, 94, T + 60 * S))
-    (d,) = decisions_of(out)
+    assert decisions_of(r.feed(xid(B, 94, T + 60 * S))) == []
+    (d,) = decisions_of(r.feed(health(C, "ok", T + 60 * S + 1)))
     assert d.verdict == "hardware"
     assert d.suspect_nodes == (B,)
     assert d.decided_ts_ms == T + 60 * S
+
+
+def test_evidence_stamped_after_the_decision_time_is_not_used() -> None:
+    """Read already, but live it would not have been: it does not enter the decision."""
+    r = Run()
+    r.feed(xid(A, 64, T + 3 * S), health(C, "power", T + 51 * S), health(B, "thermal", T + 81 * S))
+    r.feed(terminated("job-1", [A, B, C], T))
+    r.finish()
+    (d,) = r.decisions
+    assert (d.verdict, d.suspect_nodes, d.decided_ts_ms) == ("hardware", (A,), T + 3 * S)
+    assert [e.code for e in d.evidence] == [64]
+    # They still quarantine their own nodes.
+    assert sorted(r.quarantined_nodes()) == [A, B, C]
 
 
 def test_software_evidence_does_not_decide_before_the_grace_ends() -> None:
@@ -53,7 +68,8 @@ def test_software_evidence_does_not_decide_before_the_grace_ends() -> None:
     r = Run()
     r.feed(xid(A, 31, T - 5 * S))
     assert r.feed(terminated("job-1", [A, B], T)) == []
-    (d,) = decisions_of(r.feed(xid(B, 79, T + 90 * S)))
+    assert decisions_of(r.feed(xid(B, 79, T + 90 * S))) == []
+    (d,) = decisions_of(r.feed(health(C, "ok", T + 91 * S)))
     assert (d.verdict, d.suspect_nodes) == ("hardware", (B,))
 
 
@@ -75,15 +91,20 @@ def test_watermark_one_ms_past_grace_end_decides() -> None:
     assert (d.verdict, d.action, d.decided_ts_ms) == ("software", "reject", T + GRACE)
 
 
-def test_watermark_is_advanced_by_any_topic() -> None:
-    for clock in (
-        xid(D, 45, T + GRACE + 1),
+def test_watermark_is_advanced_by_evidence_topics_only() -> None:
+    """The evidence watermark is the time of gpu.xid/gpu.health (as on Kafka, where job events
+    are read on other partitions, at another pace)."""
+    for clock in (xid(D, 45, T + GRACE + 1), health(D, "ok", T + GRACE + 1)):
+        r = Run()
+        r.feed(terminated("job-1", [A], T))
+        assert len(decisions_of(r.feed(clock))) == 1, clock
+    for event in (
         job_event("other-job", "started", T + GRACE + 1, nodes=[D]),
         job_event("other-job", "succeeded", T + GRACE + 1),
     ):
         r = Run()
         r.feed(terminated("job-1", [A], T))
-        assert len(decisions_of(r.feed(clock))) == 1, clock
+        assert decisions_of(r.feed(event)) == [], event
 
 
 def test_a_record_behind_the_watermark_does_not_move_it_back() -> None:
@@ -125,8 +146,9 @@ def test_hardware_record_after_an_unknown_decision_changes_nothing() -> None:
 
 def test_records_after_a_hardware_decision_change_nothing() -> None:
     r = Run()
-    (first,) = decisions_of(r.feed(xid(A, 79, T - S), terminated("job-1", [A, B], T)))
-    r.feed(xid(B, 48, T + S), xid(A, 13, T + 2 * S), health(B, "gpu_lost", T + 3 * S))
+    r.feed(xid(A, 79, T - S), terminated("job-1", [A, B], T))
+    (first,) = decisions_of(r.feed(xid(B, 48, T + S)))
+    r.feed(xid(A, 13, T + 2 * S), health(B, "gpu_lost", T + 3 * S))
     r.finish()
     assert r.decisions == [first]
     assert first.suspect_nodes == (A,)
@@ -185,7 +207,7 @@ def test_duplicate_termination_while_pending_is_ignored() -> None:
 
 def test_duplicate_termination_after_the_decision_is_ignored() -> None:
     r = Run()
-    r.feed(xid(A, 79, T - S), terminated("job-1", [A], T))
+    r.feed(xid(A, 79, T - S), terminated("job-1", [A], T), health(C, "ok", T + 1))
     assert len(r.decisions) == 1
     r.feed(terminated("job-1", [A], T), terminated("job-1", [A], T + 10 * GRACE))
     r.finish()

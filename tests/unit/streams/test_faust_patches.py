@@ -182,9 +182,44 @@ def test_perform_seek_resets_the_watch_of_input_partitions_only() -> None:
     async def seek(self: Any) -> None:
         self._read_offset[INPUT] = 4
 
-    asyncio.run(faust_patches._patch_perform_seek(seek)(consumer))
+    asyncio.run(faust_patches._patch_perform_seek(seek, seek_uncommitted=False)(consumer))
     assert watch_of(consumer).holes() == {}
     assert CHANGELOG not in watch_of(consumer)._parts
+
+
+def _seekable(committed: dict[Any, int | None], earliest: dict[Any, int]) -> Any:
+    consumer = _consumer(committed=None)
+    consumer._committed_offset = dict(committed)
+    consumer.sought = {}
+    consumer.assignment = lambda: {INPUT, CHANGELOG, *committed}
+
+    async def earliest_offsets(*tps: Any) -> dict[Any, int]:
+        return {tp: earliest[tp] for tp in tps}
+
+    async def seek(tp: Any, offset: int) -> None:
+        consumer.sought[tp] = offset
+
+    consumer.earliest_offsets, consumer.seek = earliest_offsets, seek
+    return consumer
+
+
+def test_inputs_without_a_committed_offset_are_sought_to_their_earliest_offset() -> None:
+    """faust seeks only partitions committed above 0: the others would keep the position of
+    records fetched before a rebalance and cleared from the buffers (never fetched again)."""
+    other = TP(INPUT.topic, INPUT.partition + 1)
+    consumer = _seekable({INPUT: None, other: 7}, {INPUT: 3, other: 0})
+
+    async def seek(self: Any) -> None:
+        self._read_offset[INPUT] = None
+
+    asyncio.run(faust_patches._patch_perform_seek(seek)(consumer))
+    assert consumer.sought == {INPUT: 3}  # not the committed one, not the changelog
+
+
+def test_an_input_committed_at_zero_is_sought_too() -> None:
+    consumer = _seekable({INPUT: 0}, {INPUT: 0})
+    asyncio.run(faust_patches.seek_uncommitted_inputs(consumer))
+    assert consumer.sought == {INPUT: 0}
 
 
 def test_getmany_records_the_input_records_it_returns() -> None:

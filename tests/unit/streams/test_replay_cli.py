@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from schemas.dead_letter import DeadLetter
 from streams.policy import load_policy
 from streams.replay import Replayer
 
@@ -165,12 +166,19 @@ def test_bad_line_becomes_one_dead_letter_and_the_run_goes_on(
     assert f"{dlq}: 1" in proc.stderr.decode()
 
 
-def test_dead_letter_keeps_an_undecodable_line_readably(tmp_path: Path) -> None:
-    proc = replay(str(write(tmp_path / "dump.jsonl", b'{"topic": "gpu.xid", "x": "\xff\xfe"}')))
+def test_dead_letter_keeps_an_undecodable_line_exactly(tmp_path: Path) -> None:
+    bad = b'{"topic": "gpu.xid", "x": "\xff\xfe"}'
+    proc = replay(str(write(tmp_path / "dump.jsonl", bad)))
     assert proc.returncode == 0
     (dead,) = records(proc.stdout)
-    assert dead["topic"] == "replay.dlq"
-    assert dead["value"]["raw"].startswith('{"topic": "gpu.xid"')
+    assert dead["topic"] == "replay.dlq" and dead["key"] == "-@line:1"
+    letter = DeadLetter.from_dict(dead["value"])
+    assert (letter.raw_encoding, letter.raw_bytes(), letter.line) == ("base64", bad, 1)
+    assert (letter.component, letter.error_kind, letter.dead_lettered_ts_ms) == (
+        "replay",
+        "decode",
+        None,  # no wall clock: replay's output is a function of its input
+    )
 
 
 def test_many_bad_lines_never_stop_the_run(tmp_path: Path) -> None:

@@ -220,3 +220,43 @@ def test_a_watermark_far_ahead_of_the_job_side_keeps_what_a_late_termination_nee
     )
     assert isinstance(report, NodeReport) and report.closed
     assert hardware in report.items
+
+
+def test_terminations_do_not_move_the_watermark() -> None:
+    """The watermark is the time of the evidence: a termination read early says nothing about
+    which signals of its partition have been read."""
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    term = {"job_id": "j1", "attempt": 0, "node": "n1", "terminated_ts_ms": T0 + 60_000}
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0)), rec(NAMES.term_by_node, term)], 0)
+    (wm,) = f.watermarks(wall_ms=1_000)
+    assert orjson.loads(wm.value) == {"watermark": T0}
+
+
+def test_idle_advance_starts_from_the_latest_termination_on_a_partition_without_signals() -> None:
+    glue = NodeGlue(POLICY, NAMES, {}, {})
+    topic = NAMES.node_signals
+    term = {"job_id": "j1", "attempt": 0, "node": "n1", "terminated_ts_ms": T0}
+    (initial,) = glue.handle(topic, 0, 0, None, orjson.dumps({"signals": [{"termination": term}]}))
+    assert orjson.loads(initial.value)["complete_to"] is None
+    (progress,) = glue.handle(topic, 0, 1, None, orjson.dumps({"idle_ms": 5_000}))
+    assert orjson.loads(progress.value)["complete_to"] == T0 + 5_000
+
+
+def test_node_glue_persists_the_clock_whenever_the_watermark_moves() -> None:
+    clocks: dict[str, PartitionClock] = {}
+    glue = NodeGlue(POLICY, NAMES, {}, clocks)
+    for i in range(3):
+        glue.handle(NAMES.node_signals, 0, i, None, orjson.dumps({"watermark": T0 + i}))
+        assert clocks["p0"].watermark == T0 + i
+
+
+def test_a_revoked_partition_reloads_its_clock_from_the_table_when_it_comes_back() -> None:
+    nodes: dict[str, NodeState] = {}
+    clocks: dict[str, PartitionClock] = {}
+    mine, theirs = NodeGlue(POLICY, NAMES, nodes, clocks), NodeGlue(POLICY, NAMES, nodes, clocks)
+    mine.handle(NAMES.node_signals, 0, 0, None, orjson.dumps({"watermark": T0}))
+    mine.forget({0})  # revoked; another worker moves the partition on
+    theirs.handle(NAMES.node_signals, 0, 1, None, orjson.dumps({"watermark": T0 + 9_000}))
+    clocks["p0"] = PartitionClock.from_dict(theirs.sides[0].clock.to_dict())  # as a restore
+    mine.handle(NAMES.node_signals, 0, 2, None, orjson.dumps({"idle_ms": 0}))
+    assert mine.side(0).clock.watermark == T0 + 9_000

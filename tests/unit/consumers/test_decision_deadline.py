@@ -1,0 +1,202 @@
+"""The decision deadline in the job status service, on an injected wall clock, no broker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from consumer_fakes import NAMES, acks, decision, rec, value
+from prometheus_client import CollectorRegistry
+
+from consumers.jobstatus import deadline
+from consumers.jobstatus.logic import JobStatusProcessor, StatusTable
+from consumers.jobstatus.metrics import JobStatusMetrics
+from consumers.jobstatus.records import Awaiting, JobStatus, Step
+from consumers.jobstatus.timeline import render
+from consumers.runtime.records import InRecord, Output
+from streams.engine.progress import JobAlert
+
+DEADLINE_MS = 300_000
+READY = frozenset({(NAMES.failover_decisions, 0)})  # the fakes put every record on partition 0
+
+
+class Service:
+    """A processor on a wall clock the test moves, driven the way the loop drives it."""
+
+    def __init__(self, table: StatusTable | None = None, start_ms: int = 10_000_000) -> None:
+        self.now = start_ms
+        self.registry = CollectorRegistry()
+        self.p = JobStatusProcessor(
+            NAMES,
+            table or StatusTable(),
+            JobStatusMetrics.create(self.registry),
+            deadline_ms=DEADLINE_MS,
+            clock=lambda: self.now,
+        )
+
+    async def batch(self, *records: InRecord) -> list[Output]:
+        self.p.begin()
+        outputs = [out for r in records for out in self.p.handle(r)]
+        await self.p.committed(acks(outputs))
+        return outputs
+
+    async def tick(self, ready: frozenset[tuple[str, int]] = READY) -> list[Output]:
+        self.p.begin()
+        outputs = self.p.due(ready)
+        await self.p.committed(acks(outputs))
+        await self.p.idle()
+        return outputs
+
+    def metric(self, name: str) -> float | None:
+        return self.registry.get_sample_value(name)
+
+
+def event(job: str, kind: str, attempt: int = 0, ts: int = 5_000) -> InRecord:
+    body = {"job_id": job, "attempt": attempt, "type": kind, "ts_ms": ts, "nodes": ["n1"]}
+    return rec(NAMES.jobs_events, job, body)
+
+
+def alerts(outputs: Sequence[Output]) -> list[dict[str, object]]:
+    return [value(o) for o in outputs if o.topic == NAMES.failover_alerts]
+
+
+async def test_no_decision_by_the_deadline_raises_one_alert_and_marks_the_attempt() -> None:
+    s = Service()
+    await s.batch(event("j", "started"), event("j", "terminated", ts=6_000))
+    read_ms = s.now
+    s.now += DEADLINE_MS - 1
+    assert await s.tick() == []
+    assert s.metric("gpufailover_jobstatus_awaited_decisions") == 1
+    s.now += 1
+    outputs = await s.tick()
+    [alert] = alerts(outputs)
+    assert (
+        alert
+        == JobAlert(
+            "decision_overdue",
+            "j",
+            0,
+            s.now,
+            {
+                "terminated_ts_ms": 6_000,
+                "read_ms": read_ms,
+                "deadline_s": 300.0,
+                "waited_s": 300.0,
+                "message": "no failover decision yet: is the classifier down or lagging?",
+            },
+        ).to_dict()
+    )
+    [status] = [value(o) for o in outputs if o.topic == NAMES.jobs_status]
+    assert status["status"] == "Pending-failoverinprogress"  # no verdict is made up
+    assert status["awaiting_decision"] == [
+        {"attempt": 0, "terminated_ts_ms": 6_000, "read_ms": read_ms, "overdue_ms": s.now}
+    ]
+    assert s.metric("gpufailover_jobstatus_decisions_overdue_total") == 1
+    assert s.metric("gpufailover_jobstatus_overdue_decisions") == 1
+    s.now += DEADLINE_MS * 3
+    assert await s.tick() == []  # once per (job, attempt)
+
+
+async def test_a_decision_in_time_means_no_alert() -> None:
+    s = Service()
+    await s.batch(event("j", "terminated"))
+    s.now += 1_000
+    await s.batch(rec(NAMES.failover_decisions, "j", decision("j", ts=7_000)))
+    s.now += DEADLINE_MS * 2
+    assert await s.tick() == []
+    assert s.metric("gpufailover_jobstatus_awaited_decisions") == 0
+    assert s.metric("gpufailover_jobstatus_decisions_overdue_total") == 0
+
+
+async def test_a_decision_read_before_its_termination_leaves_nothing_to_wait_for() -> None:
+    s = Service()
+    await s.batch(rec(NAMES.failover_decisions, "j", decision("j")))
+    await s.batch(event("j", "terminated"))
+    s.now += DEADLINE_MS
+    assert await s.tick() == []
+
+
+async def test_a_late_decision_clears_the_overdue_state() -> None:
+    s = Service()
+    await s.batch(event("j", "terminated"))
+    s.now += DEADLINE_MS
+    assert alerts(await s.tick())
+    [out] = await s.batch(rec(NAMES.failover_decisions, "j", decision("j")))
+    assert value(out)["awaiting_decision"] == []
+    assert value(out)["status"] == "Pending-failoverinprogress"
+    await s.p.idle()
+    assert s.metric("gpufailover_jobstatus_overdue_decisions") == 0
+
+
+async def test_no_alert_while_the_decisions_partition_is_not_read_to_its_end() -> None:
+    s = Service()
+    await s.batch(event("j", "terminated"))
+    s.now += DEADLINE_MS
+    # Not caught up (e.g. just restarted): the decision may be waiting, unread.
+    assert await s.tick(ready=frozenset()) == []
+    # Another partition read to its end says nothing about this job's.
+    assert await s.tick(ready=frozenset({(NAMES.failover_decisions, 1)})) == []
+    assert alerts(await s.tick())
+
+
+async def test_the_wait_survives_a_restart_and_still_fires_once() -> None:
+    s = Service()
+    written = await s.batch(event("j", "terminated"), event("k", "terminated"))
+    s.now += DEADLINE_MS
+    fired = await s.tick()
+    assert {a["job_id"] for a in alerts(fired)} == {"j", "k"}
+    late = await s.batch(event("m", "terminated"))  # read, then the service dies
+    # The restarted service rebuilds its table from jobs.status (its own committed output).
+    table = StatusTable()
+    for offset, out in enumerate([*written, *fired, *late]):
+        if out.topic == NAMES.jobs_status:
+            table.apply_record(InRecord(out.topic, 0, offset, out.key, out.value))
+    restarted = Service(table, start_ms=s.now + 1)
+    assert await restarted.tick() == []  # j and k already alerted; m not due yet
+    restarted.now = s.now + DEADLINE_MS
+    [alert] = alerts(await restarted.tick())
+    assert alert["job_id"] == "m"
+
+
+async def test_a_failed_transaction_fires_again_on_the_next_turn() -> None:
+    s = Service()
+    await s.batch(event("j", "terminated"))
+    s.now += DEADLINE_MS
+    s.p.begin()
+    assert alerts(s.p.due(READY))
+    s.p.rollback()
+    assert alerts(await s.tick())
+
+
+def test_pure_rules() -> None:
+    status = JobStatus("j", (), (Awaiting(0, 1, 100), Awaiting(1, 2, 200, overdue_ms=500)))
+    assert deadline.next_due_ms(status.awaiting, 10) == 110
+    assert deadline.newly_overdue(status.awaiting, 109, 10) == []
+    assert deadline.newly_overdue(status.awaiting, 110, 10) == [Awaiting(0, 1, 100)]
+    assert deadline.on_decision(status.awaiting, 0) == (Awaiting(1, 2, 200, 500),)
+    assert deadline.on_decision(status.awaiting, 1) == ()
+    assert deadline.on_termination(status, 0, 9, 999) == status.awaiting  # already waiting
+    assert deadline.overdue_count(status) == 1
+
+
+async def test_status_shows_the_overdue_attempt() -> None:
+    s = Service()
+    [out] = await s.batch(event("j", "terminated"))
+    waiting = JobStatus.from_dict(value(out))
+    assert "awaiting decision since" in render(waiting)
+    s.now += DEADLINE_MS
+    [status_out] = [o for o in await s.tick() if o.topic == NAMES.jobs_status]
+    text = render(JobStatus.from_dict(value(status_out)))
+    assert text.splitlines()[0].endswith("DECISION OVERDUE")
+    assert "attempt 0: decision OVERDUE" in text and "300 s after it was read" in text
+
+
+def test_the_wait_round_trips_through_the_status_record_and_old_records_still_read() -> None:
+    status = JobStatus(
+        "j",
+        (Step("Pending-failoverinprogress", 0, 5, "terminated"),),
+        (Awaiting(0, 5, 10), Awaiting(1, 6, 11, overdue_ms=12)),
+    )
+    assert JobStatus.from_dict(status.to_dict()) == status
+    before = status.to_dict()
+    del before["awaiting_decision"]  # written before the deadline existed
+    assert JobStatus.from_dict(before).awaiting == ()

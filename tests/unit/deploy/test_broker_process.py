@@ -1,0 +1,49 @@
+"""The log handling that lets a restarted broker be judged by its own start only: the logs
+are appended to by every start of the same run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deploy.broker_config import BrokerFiles
+from deploy.broker_process import READY_LINE, LogFollower, log_sizes, log_tail
+
+PREVIOUS_START = (
+    "[t0] INFO [KafkaRaftServer nodeId=1] Kafka Server started (kafka.server.KafkaRaftServer)\n"
+    "[t1] ERROR an error of the previous run (kafka.Old)\n"
+)
+
+
+def test_a_restart_is_not_ready_on_the_previous_starts_ready_line(tmp_path: Path) -> None:
+    files = BrokerFiles(tmp_path)
+    files.server_log.write_text(PREVIOUS_START)
+    follower = LogFollower(files.server_log, log_sizes(files)[files.server_log])
+    assert not follower.seen(READY_LINE)
+    with files.server_log.open("a") as log:
+        log.write("[t2] INFO [KafkaRaftServer nodeId=1] Kafka Ser")
+    assert not follower.seen(READY_LINE)
+    with files.server_log.open("a") as log:  # the line completes across two reads
+        log.write("ver started (kafka.server.KafkaRaftServer)\n")
+    assert follower.seen(READY_LINE)
+
+
+def test_a_missing_log_is_not_ready_and_has_size_zero(tmp_path: Path) -> None:
+    files = BrokerFiles(tmp_path)
+    assert log_sizes(files) == {files.server_log: 0, files.console_log: 0}
+    assert not LogFollower(files.server_log).seen(READY_LINE)
+
+
+def test_log_tail_shows_only_what_this_start_wrote(tmp_path: Path) -> None:
+    files = BrokerFiles(tmp_path)
+    files.server_log.write_text(PREVIOUS_START)
+    since = log_sizes(files)
+    with files.server_log.open("a") as log:
+        log.write("[t3] INFO starting\n[t4] ERROR Socket server failed to bind (kafka.New)\n")
+    files.console_log.write_text("Exception in thread main\n")
+
+    tail = log_tail(since)
+    assert "previous run" not in tail
+    assert f"--- first errors in {files.server_log} ---\n[t4] ERROR Socket server" in tail
+    assert "[t3] INFO starting" in tail
+    assert "Exception in thread main" in tail
+    assert log_tail(log_sizes(files)) == "(no broker output)"
