@@ -12,7 +12,8 @@ the next record is acked and the commit moves past them (a 1-record head gap is 
    cleared (the order before faust PR #241); and the consumer thread gets a snapshot of the
    active partitions, because aiokafka takes an empty set for "all partitions" and faust
    drops what it returns for paused ones (which the reorder alone made happen at every start
-   with records waiting).
+   with records waiting); and input partitions with no committed offset, which faust's
+   `seek_to_committed` leaves where the fetcher was, are sought to their earliest offset.
 2. `hole guard`: every input record the consumer thread returns is remembered until it is
    acked. One that a later record of its partition overtakes unacked was lost (cleared from a
    buffer, dropped by `getmany`, "DROPPED MESSAGE ROFF"): it is logged, counted, and that
@@ -44,7 +45,7 @@ FAUST_VERSION = "0.15.3"  # the patches read faust internals of exactly this rel
 PATCHES_ENV = "GPUFAILOVER_FAUST_PATCHES"
 PATCH_SETS = ("all", "guard-only", "none")
 
-_applied: set[str] = set()
+_originals: dict[tuple[type, str], Any] = {}
 
 
 @dataclass
@@ -123,6 +124,8 @@ def _is_input(consumer: Any, tp: Any) -> bool:
 def _patch_new_offset(
     original: Callable[[Any, Any], int | None],
 ) -> Callable[[Any, Any], int | None]:
+    """faust's commit offset for `tp`, but never past a fetched record no agent acked."""
+
     @functools.wraps(original)
     def new_offset(self: Any, tp: Any) -> int | None:
         watch = watch_of(self)
@@ -137,7 +140,7 @@ def _patch_new_offset(
                     len(lost),
                     tp.topic,
                     tp.partition,
-                    _ranges(lost),
+                    _first_offsets(lost),
                     lost[0],
                 )
         return watch.commit_limit(tp, original(self, tp))
@@ -253,7 +256,7 @@ def _resume_inputs_after_clear(
     return resume
 
 
-def _ranges(offsets: list[int]) -> str:
+def _first_offsets(offsets: list[int]) -> str:
     return ", ".join(str(o) for o in offsets[:10]) + (" ..." if len(offsets) > 10 else "")
 
 
@@ -264,32 +267,31 @@ def patches_from_env() -> str:
     return value
 
 
-def _set(owner: type, name: str, wrap: Callable[[Any], Any]) -> None:
-    key = f"{owner.__name__}.{name}"
-    if key not in _applied:
-        setattr(owner, name, wrap(getattr(owner, name)))
-        _applied.add(key)
+def _install(owner: type, name: str, wrap: Callable[[Any], Any] | None) -> None:
+    """Set `owner.name` to `wrap(faust's original)`, or back to the original with None."""
+    original = _originals.setdefault((owner, name), getattr(owner, name))
+    setattr(owner, name, original if wrap is None else wrap(original))
 
 
 def apply(patches: str | None = None) -> None:
-    """Install the patches (idempotent): `all`, `guard-only` or `none`; None reads the env."""
+    """Install exactly the patch set `all`, `guard-only` or `none` (None: from the env).
+
+    Idempotent, and a later call replaces an earlier one's set.
+    """
     if faust.__version__ != FAUST_VERSION:
         raise RuntimeError(
             f"streams.faust_patches is written for faust-streaming {FAUST_VERSION}, found "
             f"{faust.__version__}: re-check the race it patches before changing the pin"
         )
     patches = patches_from_env() if patches is None else patches
+    if patches not in PATCH_SETS:
+        raise ValueError(f"patch set must be one of {', '.join(PATCH_SETS)}, not {patches!r}")
     if patches != "all":
         log.warning("%s=%s: faust's recovery can lose input records", PATCHES_ENV, patches)
-    if patches == "none":
-        return
-    _set(ThreadDelegateConsumer, "_getmany", _patch_getmany(snapshot=patches == "all"))
-    _set(Consumer, "_new_offset", _patch_new_offset)
-    _set(
-        Consumer,
-        "perform_seek",
-        lambda original: _patch_perform_seek(original, seek_uncommitted=patches == "all"),
-    )
-    if patches == "all":
-        _set(Recovery, "on_recovery_completed", _resume_inputs_after_clear)
-        _set(Recovery, "_resume_streams", _resume_inputs_after_clear)
+    guard, order = patches != "none", patches == "all"
+    perform_seek = functools.partial(_patch_perform_seek, seek_uncommitted=order)
+    _install(ThreadDelegateConsumer, "_getmany", _patch_getmany(order) if guard else None)
+    _install(Consumer, "_new_offset", _patch_new_offset if guard else None)
+    _install(Consumer, "perform_seek", perform_seek if guard else None)
+    for name in ("on_recovery_completed", "_resume_streams"):
+        _install(Recovery, name, _resume_inputs_after_clear if order else None)

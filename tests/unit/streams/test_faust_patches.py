@@ -370,3 +370,18 @@ def test_the_consumer_thread_gets_a_snapshot_of_the_active_partitions() -> None:
     wrapped = faust_patches._patch_getmany(snapshot=True)(getmany)
     asyncio.run(wrapped(_consumer(0), active_partitions=live, timeout=1.0))
     assert seen == [frozenset({INPUT, CHANGELOG})]  # not the (now empty: "all") live set
+
+
+def test_apply_installs_exactly_the_set_asked_for() -> None:
+    original = Recovery.on_recovery_completed.__wrapped__  # type: ignore[attr-defined]
+    try:
+        faust_patches.apply("guard-only")
+        assert Recovery.on_recovery_completed is original
+        assert hasattr(Consumer._new_offset, "__wrapped__")
+        faust_patches.apply("none")
+        assert not hasattr(Consumer._new_offset, "__wrapped__")
+        faust_patches.apply("all")
+        faust_patches.apply("all")
+        assert Recovery.on_recovery_completed.__wrapped__ is original  # type: ignore[attr-defined]
+    finally:
+        faust_patches.apply("all")
