@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Mutation testing of the pure decision code with the unit tests (no broker), then the score per
-# file. Usage, from the repository root:
-#   tests/mutation/run.sh [FILE.py ...]      (default: the files listed in DEFAULT_FILES)
-# Settings are in pyproject's [tool.mutmut]. Results accumulate in mutants/ (git-ignored): a
-# mutant already tested is not re-run unless its file is named here; `rm -rf mutants` starts over.
-# MUTMUT_CHILDREN (default 1) sets the parallel test processes.
+# file. From the repository root:
+#   tests/mutation/run.sh [--fresh] [FILE.py ...]   (default: DEFAULT_FILES below)
+# Settings are in pyproject's [tool.mutmut]; results accumulate in mutants/ (git-ignored). A run
+# tests the named files' mutants that have no result yet or were not killed last time (tests may
+# have changed since); --fresh deletes mutants/ first and tests every mutant again.
+# MUTMUT_CHILDREN (default 1) sets the parallel test processes; PYTHON the interpreter whose
+# environment has mutmut (default: `python` on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -17,19 +19,33 @@ DEFAULT_FILES=(
   consumers/quarantine/logic.py
   consumers/requeue/logic.py
 )
+if [ "${1:-}" = "--fresh" ]; then
+  shift
+  rm -rf mutants
+fi
 files=("$@")
 [ ${#files[@]} -eq 0 ] && files=("${DEFAULT_FILES[@]}")
 
 python="${PYTHON:-$(command -v python)}"
 mutmut="$(dirname "$python")/mutmut"
-patterns=()
-for f in "${files[@]}"; do
-  module="${f%.py}"
-  patterns+=("${module//\//.}.*")
-done
-
+score() { "$mutmut" results --all true 2>/dev/null | "$python" tests/mutation/score.py "$@"; }
 # mutmut must import the mutated copy under mutants/, never this tree: no PYTHONPATH.
-env -u PYTHONPATH "$mutmut" run --max-children "${MUTMUT_CHILDREN:-1}" "${patterns[@]}" \
-  > mutants/last-run.log 2>&1 || { tail -50 mutants/last-run.log; exit 1; }
-env -u PYTHONPATH "$mutmut" results --all true 2>/dev/null \
-  | "$python" tests/mutation/score.py "${files[@]}"
+unset PYTHONPATH
+mkdir -p mutants
+
+if [ ! -f mutants/mutmut-stats.json ]; then
+  # First run: generate the mutants (and collect which tests reach which function).
+  todo=()
+  for f in "${files[@]}"; do
+    module="${f%.py}"
+    todo+=("${module//\//.}.*")
+  done
+else
+  mapfile -t todo < <(score --pending "${files[@]}")
+fi
+if [ ${#todo[@]} -gt 0 ]; then
+  echo "testing ${#todo[@]} mutant(s) or pattern(s); log: mutants/last-run.log"
+  "$mutmut" run --max-children "${MUTMUT_CHILDREN:-1}" "${todo[@]}" > mutants/last-run.log 2>&1 \
+    || { tail -50 mutants/last-run.log; exit 1; }
+fi
+score "${files[@]}"

@@ -31,6 +31,20 @@ def equivalent_mutants() -> dict[str, str]:
     return out
 
 
+def pending(files: list[str]) -> int:
+    """Print the mutants of `files` that have no result or were not killed: what to (re)test."""
+    modules = {path.removesuffix(".py").replace("/", ".") for path in files}
+    equivalent = equivalent_mutants()
+    for line in sys.stdin:
+        m = NAME.match(line.rstrip("\n"))
+        if m is None or m["module"] not in modules:
+            continue
+        name, status = line.split(":")[0].strip(), m["status"].strip()
+        if name not in equivalent and status not in KILLED and status != "skipped":
+            print(name)
+    return 0
+
+
 def main(files: list[str]) -> int:
     equivalent = equivalent_mutants()
     stale: list[str] = []
@@ -76,4 +90,6 @@ def main(files: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--pending"]:
+        sys.exit(pending(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))
