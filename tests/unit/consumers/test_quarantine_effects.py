@@ -18,7 +18,9 @@ from consumers.quarantine.breaker import BreakerConfig, BreakerState
 from consumers.quarantine.logic import QuarantineProcessor
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QuarantineTable
+from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
+from schemas.codec import dumps
 from schemas.decisions import Decision, Evidence
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -214,10 +216,11 @@ async def test_a_rolled_back_batch_leaves_idle_and_the_next_batch_working() -> N
 
 async def test_an_acknowledged_write_is_not_undone_by_an_older_record_of_the_tail() -> None:
     p = make()
-    await batch(p, req("n1"))
-    [(position, _)] = p.table._latest.values()
+    p.begin()
+    [out] = p.handle(req("n1"))
+    await p.committed([Ack(out, 0, 10)])
     older = QuarantineRecord("n1", "released", "operator", (), None, 1)
-    assert not p.table.apply(older, position[0], position[1] - 1)
+    p.table.apply_record(InRecord(NAMES.nodes_quarantine, 0, 5, b"n1", dumps(older.to_dict())))
     assert p.table.is_quarantined("n1")
 
 
@@ -275,6 +278,7 @@ async def test_a_processor_starts_not_live() -> None:
         NAMES, BreakerConfig(), QuarantineTable(), LogActuator(), QuarantineMetrics.create()
     )
     assert not p.live
+    assert not p.dry_run
 
 
 async def test_a_release_of_a_node_never_quarantined_actuates_nothing() -> None:
