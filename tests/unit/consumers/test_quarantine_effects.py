@@ -85,6 +85,11 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
     return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == LOGGER]
 
 
+def is_wall_clock_now(ts_ms: Any) -> bool:
+    """An epoch-ms int within a minute of now (a margin, not a bracket: the clock may step)."""
+    return isinstance(ts_ms, int) and abs(ts_ms - now_ms()) < 60_000
+
+
 def commands(p: QuarantineProcessor) -> list[str]:
     assert isinstance(p.actuator, LogActuator)
     return p.actuator.commands
@@ -229,11 +234,10 @@ async def test_an_acknowledged_write_is_not_undone_by_an_older_record_of_the_tai
 
 async def test_dry_run_alert_is_keyed_by_node_and_counted_as_dry_run() -> None:
     p = make(dry_run=True)
-    before = now_ms()
     [alert] = await batch(p, req("n1"))
     body = value(alert)
     assert (alert.topic, alert.key, body["action"]) == (NAMES.failover_alerts, b"n1", "quarantine")
-    assert before <= body["ts_ms"] <= now_ms()
+    assert is_wall_clock_now(body["ts_ms"])
     assert metric(p, "quarantines_total", reason="hardware", mode="dry_run") == 1
 
 
@@ -306,9 +310,7 @@ async def test_a_trip_is_logged_alerted_and_refusals_name_node_cause_and_time(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     p = make(WAVE_CFG)
-    before = now_ms()
     outputs = await batch(p, *(req(f"n{i}", 1_000 + i) for i in range(4)))
-    after = now_ms()
     trip_alert, refused_at_trip, refused_after = outputs[2:]
     body = value(trip_alert)
     assert trip_alert.key == b"breaker"
@@ -317,7 +319,7 @@ async def test_a_trip_is_logged_alerted_and_refusals_name_node_cause_and_time(
         False,
         1_002,
     )
-    assert before <= body["tripped_wall_ms"] <= after and before <= body["ts_ms"] <= after
+    assert is_wall_clock_now(body["tripped_wall_ms"]) and is_wall_clock_now(body["ts_ms"])
     for out, node in ((refused_at_trip, "n2"), (refused_after, "n3")):
         refused = value(out)
         assert (out.key, refused["node"], refused["breaker_cause"]) == (
@@ -325,7 +327,7 @@ async def test_a_trip_is_logged_alerted_and_refusals_name_node_cause_and_time(
             node,
             "share",
         )
-        assert before <= refused["ts_ms"] <= after
+        assert is_wall_clock_now(refused["ts_ms"])
     assert messages(caplog) == [
         (logging.ERROR, "breaker TRIPPED (share): 3 nodes in the window, fleet 10"),
         (logging.WARNING, "breaker tripped: quarantine of n3 refused"),
@@ -340,9 +342,8 @@ async def test_a_reset_is_logged_with_operator_and_reason(
     await batch(p, *(req(f"n{i}", 1_000 + i) for i in range(4)))
     caplog.clear()
     command = ResetCommand(ts_ms=now_ms(), operator="alice", reason="driver rollback")
-    before = now_ms()
     [closed] = await batch(p, rec(NAMES.failover_alerts, RESET_KEY, command.to_dict()))
-    assert before <= value(closed)["ts_ms"] <= now_ms()
+    assert is_wall_clock_now(value(closed)["ts_ms"])
     assert messages(caplog) == [(logging.WARNING, "breaker RESET by alice: driver rollback")]
     assert metric(p, "breaker_resets_total") == 1
 
