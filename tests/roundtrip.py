@@ -82,6 +82,8 @@ def for_type(tp: Any, name: str, index: int) -> st.SearchStrategy[Any]:
         return st.sets(for_type(args[0], name, index), max_size=4)
     if origin is dict and args == (str, Any):
         return json_objects
+    if origin is dict and args and args[0] is str:
+        return st.dictionaries(named_text(name), for_type(args[1], name, index), max_size=4)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return records(tp)
     raise TypeError(f"no strategy for field {name!r} of type {tp!r}: pass an override")

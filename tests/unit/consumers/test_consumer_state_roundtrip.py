@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumers.jobstatus.logic import StatusTable
-from consumers.jobstatus.records import EVENTS, JobStatus, Step
+from consumers.jobstatus.records import EVENTS, Awaiting, JobStatus, Step
 from consumers.quarantine.alerts import (
     ResetCommand,
     breaker_alert,
@@ -47,6 +47,7 @@ ROUNDTRIP_CASES: dict[type[Any], RoundTrip] = {
         records(RequeueCommand), RequeueCommand.to_dict, RequeueCommand.from_dict
     ),
     Step: RoundTrip(steps, Step.to_dict, Step.from_dict),
+    Awaiting: RoundTrip(records(Awaiting), Awaiting.to_dict, Awaiting.from_dict),
     JobStatus: RoundTrip(statuses, JobStatus.to_dict, JobStatus.from_dict),
     ResetCommand: RoundTrip(records(ResetCommand), ResetCommand.to_dict, ResetCommand.from_dict),
     # the quarantine service's breaker, rebuilt from its last `breaker` alert on failover.alerts

@@ -123,7 +123,7 @@ def test_a_record_from_another_topic_is_refused_naming_the_topic() -> None:
 # -- quarantines, duplicates, metrics, logs --------------------------------------------------
 
 
-async def test_a_quarantine_is_counted_logged_and_actuated(
+async def test_a_quarantine_is_counted_and_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
@@ -131,7 +131,7 @@ async def test_a_quarantine_is_counted_logged_and_actuated(
     [out] = await batch(p, req("n1"))
     assert out.key == b"n1"
     assert metric(p, "quarantines_total", reason="hardware", mode="applied") == 1
-    assert metric(p, "actuator_calls_total", action="quarantine") == 1
+    assert metric(p, "actuator_calls_total", action="quarantine") == 0  # the actuation stage's
     assert metric(p, "nodes_quarantined") == 1
     assert metric(p, "breaker_tripped") == 0
     assert messages(caplog) == [(logging.INFO, "quarantining n1 (hardware, job job-x)")]
@@ -241,32 +241,7 @@ async def test_dry_run_alert_is_keyed_by_node_and_counted_as_dry_run() -> None:
     assert metric(p, "quarantines_total", reason="hardware", mode="dry_run") == 1
 
 
-async def test_a_release_forgets_a_dry_run_quarantine(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=LOGGER)
-    p = make(dry_run=True)
-    await batch(p, req("n1"))
-    p.table.apply(QuarantineRecord("n1", "quarantined", "hardware", (), None, 1), 0, 1)
-    p.table.apply(QuarantineRecord("n1", "released", "operator", (), None, 2), 0, 2)
-    await p.idle()
-    assert (logging.INFO, "dry run: would run scontrol update nodename=n1 state=resume") in (
-        messages(caplog)
-    )
-    assert commands(p) == []
-    assert [value(o)["kind"] for o in await batch(p, req("n1", 3_000))] == ["dry-run"]
-
-
 # -- releases ----------------------------------------------------------------------------------
-
-
-async def test_a_release_while_live_is_actuated_once_at_idle() -> None:
-    p = make()
-    await batch(p, req("n1"))
-    p.table.apply(QuarantineRecord("n1", "released", "operator", (), None, 2), 0, 50)
-    await p.idle()
-    await p.idle()
-    assert commands(p)[-1] == "scontrol update nodename=n1 state=resume"
-    assert metric(p, "releases_total") == 1
-    assert metric(p, "actuator_calls_total", action="release") == 1
 
 
 async def test_releases_read_while_rebuilding_the_table_are_not_actuated() -> None:
@@ -277,30 +252,11 @@ async def test_releases_read_while_rebuilding_the_table_are_not_actuated() -> No
     assert commands(p) == []
 
 
-async def test_a_processor_starts_not_live() -> None:
-    p = QuarantineProcessor(
-        NAMES, BreakerConfig(), QuarantineTable(), LogActuator(), QuarantineMetrics.create()
-    )
-    assert not p.live
-    assert not p.dry_run
-
-
 async def test_a_release_of_a_node_never_quarantined_actuates_nothing() -> None:
     p = make()
     p.table.apply(QuarantineRecord("n9", "released", "operator", (), None, 2), 0, 0)
     await p.idle()
     assert commands(p) == []
-
-
-async def test_a_failing_actuator_is_counted_and_logged_and_the_write_stands(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    p = make(actuator=FailingActuator())
-    await batch(p, req("n1"))
-    assert p.table.is_quarantined("n1")
-    assert metric(p, "actuator_errors_total", action="quarantine") == 1
-    [(level, message)] = messages(caplog)
-    assert (level, message) == (logging.ERROR, "actuator failing failed to quarantine n1")
 
 
 # -- the breaker -------------------------------------------------------------------------------

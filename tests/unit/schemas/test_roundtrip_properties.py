@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.codec import decode
+from schemas.dead_letter import COMPONENTS, ERROR_KINDS, DeadLetter
 from schemas.decisions import ACTIONS, STATUSES, VERDICTS, Decision, Evidence
 from schemas.health import CONDITIONS, SEVERITIES, GpuHealth
 from schemas.jobs import EVENT_TYPES, TRAINING_TYPES, JobEvent
@@ -25,9 +26,11 @@ from tests.roundtrip import (
     RoundTrip,
     assert_round_trip,
     canonical,
+    distinct_ints,
     evidence,
     field_values,
     json_trip,
+    named_text,
     records,
 )
 
@@ -72,6 +75,34 @@ quarantine_records = records(
 )
 
 # type -> how it is persisted (see test_every_persisted_type_has_a_case).
+# Dead letters are made by DeadLetter.of (the writers' one entry point): values of any bytes,
+# keys, coordinates; either Kafka coordinates or a replay line.
+_letter_common = {
+    "error": st.text(min_size=1, max_size=50),
+    "error_kind": st.sampled_from(sorted(ERROR_KINDS)),
+    "component": st.sampled_from(sorted(COMPONENTS)),
+    "key": st.one_of(st.none(), st.binary(max_size=40)),
+    "value": st.one_of(st.none(), st.binary(max_size=200), st.text(max_size=100).map(str.encode)),
+}
+dead_letters = st.one_of(
+    st.builds(  # a Kafka record: its coordinates, group, timestamps
+        DeadLetter.of,
+        topic=named_text("topic"),
+        partition=distinct_ints(1),
+        offset=distinct_ints(2),
+        group=st.one_of(st.none(), named_text("group")),
+        record_ts_ms=st.one_of(st.none(), distinct_ints(4)),
+        now_ms=distinct_ints(5),
+        **_letter_common,
+    ),
+    st.builds(  # a replayed line: addressed by its line number only
+        DeadLetter.of,
+        topic=st.one_of(st.none(), named_text("topic")),
+        line=distinct_ints(3),
+        **_letter_common,
+    ),
+)
+
 ROUNDTRIP_CASES: dict[type[Any], RoundTrip] = {
     Evidence: RoundTrip(evidence(), Evidence.to_dict, Evidence.from_dict),
     Decision: RoundTrip(decisions, Decision.to_dict, Decision.from_dict),
@@ -82,6 +113,7 @@ ROUNDTRIP_CASES: dict[type[Any], RoundTrip] = {
     GpuHealth: RoundTrip(healths, GpuHealth.to_dict, GpuHealth.from_dict),
     JobEvent: RoundTrip(job_events, JobEvent.to_dict, JobEvent.from_dict),
     TrainingTelemetry: RoundTrip(telemetry, TrainingTelemetry.to_dict, TrainingTelemetry.from_dict),
+    DeadLetter: RoundTrip(dead_letters, DeadLetter.to_dict, DeadLetter.from_dict),
 }
 INPUT_TOPICS = {
     GpuXid: "gpu.xid",
