@@ -46,12 +46,17 @@ class Policy:
     hang_after_ms: int = 600_000
     straggler_ratio: float = 0.5
     straggler_min_samples: int = 5
+    # How long a node keeps evidence after its newer signals (still capped by
+    # max_evidence_per_node): a termination read this much later than the node's signals
+    # (a job agent down or rebalancing while the node side goes on) still finds it.
+    evidence_retention_ms: int = 172_800_000
 
     @property
     def retention_ms(self) -> int:
         # Evidence must outlive any termination that can still gather it: T - lookback is the
-        # oldest it needs, and T can be up to `grace` behind the watermark.
-        return self.lookback_ms + self.grace_ms
+        # oldest it needs, T can be up to `grace` behind the watermark, and the termination can
+        # reach the node side late (evidence_retention): the decision must not depend on that.
+        return max(self.lookback_ms + self.grace_ms, self.evidence_retention_ms)
 
     def classify_xid(self, code: int) -> str:
         return self.xid_class.get(code, "ignore")
@@ -126,6 +131,11 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
         raise PolicyError(
             f"{source}: straggler_min_samples must be a positive integer, got {min_samples!r}"
         )
+    retention_s = data.get("evidence_retention_s", 172_800)
+    if not isinstance(retention_s, int) or isinstance(retention_s, bool) or retention_s < 1:
+        raise PolicyError(
+            f"{source}: evidence_retention_s must be a positive integer, got {retention_s!r}"
+        )
     return Policy(
         lookback_ms=ints["lookback_s"] * 1000,
         grace_ms=ints["grace_s"] * 1000,
@@ -139,6 +149,7 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
         hang_after_ms=hang_after_s * 1000,
         straggler_ratio=float(ratio),
         straggler_min_samples=min_samples,
+        evidence_retention_ms=retention_s * 1000,
     )
 
 

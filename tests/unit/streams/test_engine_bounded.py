@@ -20,7 +20,7 @@ from failover_harness import (
 A, B, C = nodes(3)
 T = T0 + 3600 * S
 FLOOD = 100_000
-RETENTION = LOOKBACK + GRACE
+RETENTION = POLICY.retention_ms
 
 
 def test_flood_of_identical_xids_coalesces_into_one_counted_item() -> None:

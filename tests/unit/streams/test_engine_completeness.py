@@ -288,3 +288,17 @@ def test_a_node_answering_after_the_request_is_asked_too() -> None:
     e.drain_messages()
     (d,) = e.decisions
     assert (d.suspect_nodes, d.decided_ts_ms) == ((A,), T + 5 * S)
+
+
+def test_a_termination_read_hours_after_newer_signals_of_its_node_still_finds_its_evidence() -> (
+    None
+):
+    """The job side can lag the node side (down, rebalancing): evidence is kept for the
+    policy's evidence retention after newer signals, so the decision does not depend on it."""
+    e = Partitioned({A: 0})
+    e.signal(xid(A, 79, T - 3 * S))
+    e.signal(xid(A, 13, T + 3600 * S))  # the node's next job, an hour later, read first
+    e.job_event(terminated("job-1", [A], T))
+    e.drain_messages()
+    (d,) = e.decisions
+    assert (d.verdict, d.suspect_nodes) == ("hardware", (A,))

@@ -121,7 +121,7 @@ def test_required_reason_classes(reason: str | None, cls: str) -> None:
 
 def test_windows_and_budget_defaults() -> None:
     assert (POLICY.lookback_ms, POLICY.grace_ms, POLICY.max_failovers) == (600_000, 120_000, 3)
-    assert POLICY.retention_ms == POLICY.lookback_ms + POLICY.grace_ms
+    assert POLICY.retention_ms == max(POLICY.lookback_ms + POLICY.grace_ms, 172_800_000)
 
 
 def test_no_xid_is_classified_transient() -> None:
