@@ -31,6 +31,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import faust
 
+    from streams import watchdog
+
+    watchdog.start(
+        lambda: bool(app.rebalancing or getattr(app, "in_recovery", False)),
+        settings.rebalance_timeout_s,
+    )
     worker = faust.Worker(app, loglevel=args.log_level.lower(), quiet=True)
     worker.execute_from_commandline()
     return 0

@@ -27,6 +27,13 @@ OPTIONS: tuple[tuple[str, str, object, str], ...] = (
         "seconds without records before a partition's watermark follows the wall clock",
     ),
     ("--tick-interval", "GPUFAILOVER_TICK_INTERVAL_S", 1.0, "seconds between clock ticks"),
+    (
+        "--rebalance-timeout",
+        "GPUFAILOVER_REBALANCE_TIMEOUT_S",
+        180.0,
+        "seconds a rebalance or table recovery may take before the worker stops itself "
+        "to be restarted (0: never)",
+    ),
 )
 
 
@@ -40,6 +47,7 @@ class ClassifierSettings:
     web_port: int = 6066
     idle_after_s: float = 5.0
     tick_interval_s: float = 1.0
+    rebalance_timeout_s: float = 180.0
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,5 +77,11 @@ class ClassifierSettings:
             ),
             tick_interval_s=float(
                 str(pick("--tick-interval") or env_float("GPUFAILOVER_TICK_INTERVAL_S", 1.0))
+            ),
+            rebalance_timeout_s=float(
+                str(
+                    pick("--rebalance-timeout")
+                    or env_float("GPUFAILOVER_REBALANCE_TIMEOUT_S", 180.0)
+                )
             ),
         )
