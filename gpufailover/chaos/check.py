@@ -49,12 +49,13 @@ VIOLATIONS: tuple[str, ...] = (
 )
 # Information, not violations:
 REDELIVERED = "decisions redelivered"
+DEAD_LETTERS_REDELIVERED = "dead letters redelivered"
 # The requeue service keeps one requeue watermark per job: a decision for an attempt older than
 # one it already requeued publishes nothing (that attempt's successor already runs). The
 # workload is open-loop (attempt k+1 starts without waiting for k's requeue), so when the
 # pipeline decides k+1 before k, k's requeue is superseded, not lost.
 REQUEUES_SUPERSEDED = "requeues superseded"
-INFORMATION: tuple[str, ...] = (REDELIVERED, REQUEUES_SUPERSEDED)
+INFORMATION: tuple[str, ...] = (REDELIVERED, REQUEUES_SUPERSEDED, DEAD_LETTERS_REDELIVERED)
 COMPARED = ("verdict", "action", "suspect_nodes", "next_attempt", "rule")
 REQUEUED_ACTIONS = frozenset({"failover", "retry"})
 NO_ROUND = -1  # a finding no input round explains (e.g. a quarantine of an unknown node)
@@ -261,10 +262,13 @@ def _requeues(expected: Expected, observed: Observed) -> Iterable[Finding]:
 def _dead_letters(
     bad: tuple[BadRecord, ...], letters: Sequence[Mapping[str, Any]]
 ) -> Iterable[Finding]:
-    """Dead letters are matched by original coordinates, else by raw value (two formats today:
-    the classifier's `raw`, the consumers' `value`)."""
+    """Dead letters are matched by original coordinates, else by raw value. They are exactly
+    once by key (the coordinates): a copy identical but for its write time, re-sent by an
+    at-least-once writer after a crash or rebalance, is a redelivery (counted, not a
+    violation); two different letters for one record are duplicates."""
     by_coords: dict[tuple[Any, ...], BadRecord] = {(b.topic, b.partition, b.offset): b for b in bad}
     count: Counter[BadRecord] = Counter()
+    contents: dict[BadRecord, set[str]] = {}
     last: dict[BadRecord, int | None] = {}
     for letter in letters:
         coords = (letter.get("topic"), letter.get("partition"), letter.get("offset"))
@@ -279,10 +283,15 @@ def _dead_letters(
             continue
         count[match] += 1
         last[match] = _wall(letter)
+        content = {k: v for k, v in letter.items() if k != "dead_lettered_ts_ms"}
+        contents.setdefault(match, set()).add(repr(sorted(content.items())))
     for b in bad:
         where = f"{b.topic}[{b.partition}]@{b.offset}"
         if not count[b]:
             yield Finding(DEAD_LETTERS_MISSING, b.round, where, b.why)
-        elif count[b] > 1:
-            detail = f"{count[b]}x: {b.why}"
+        elif len(contents[b]) > 1:
+            detail = f"{count[b]}x, {len(contents[b])} different: {b.why}"
             yield Finding(DEAD_LETTERS_DUPLICATED, b.round, where, detail, last[b])
+        elif count[b] > 1:
+            detail = f"{count[b]}x, identical: {b.why}"
+            yield Finding(DEAD_LETTERS_REDELIVERED, b.round, where, detail, last[b])

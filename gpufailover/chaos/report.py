@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufailover.chaos.check import (
+    DEAD_LETTERS_REDELIVERED,
     INFORMATION,
     NO_ROUND,
     REDELIVERED,
@@ -35,6 +36,7 @@ HEADS: dict[str, str] = {
     "stalled partitions": "stalled",
     REDELIVERED: "redeliv",
     REQUEUES_SUPERSEDED: "rq.super",
+    DEAD_LETTERS_REDELIVERED: "dl.redeliv",
 }
 
 

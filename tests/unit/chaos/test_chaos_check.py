@@ -164,6 +164,16 @@ def test_dead_letters_missing_duplicated_and_false() -> None:
     assert columns(run(dead_letters=stray)) == Counter({c.DEAD_LETTERS_FALSE: 1})
 
 
+def test_an_identical_dead_letter_written_again_is_a_redelivery_not_a_duplicate() -> None:
+    """Exactly once by key: an at-least-once writer re-sends the same letter after a crash;
+    only its write time differs."""
+    (letter,) = clean()["dead_letters"]
+    again = {**letter, "dead_lettered_ts_ms": 123}
+    result = run(dead_letters=[{**letter, "dead_lettered_ts_ms": 100}, again])
+    assert columns(result) == Counter({c.DEAD_LETTERS_REDELIVERED: 1})
+    assert c.DEAD_LETTERS_REDELIVERED in c.INFORMATION  # counted, not a violation
+
+
 def test_a_partition_left_behind_is_stalled() -> None:
     lag = {"gpufailover-classifier": {"training.telemetry[1]": 177}}
     result = c.check(EXPECTED, Observed(**clean(), lag=lag), lambda ts: 0)
