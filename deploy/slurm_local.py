@@ -37,6 +37,7 @@ def node_names(count: int) -> tuple[str, ...]:
 NODES = node_names(4)
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "scontrol", "sbatch", "sinfo", "squeue")
 READY_TIMEOUT_S = 30.0
+HOOKS_WAIT_S = 20.0  # an epilog's copy publishes within seconds of its job's end
 
 
 def missing_binaries() -> list[str]:
@@ -265,6 +266,9 @@ def _stop(cluster: SlurmCluster) -> None:
         cluster.run("scancel", "--full", "--user", "root", check=False)
         with contextlib.suppress(TimeoutError):
             wait_for("no jobs", lambda: not cluster.run("squeue", "-h", check=False).strip(), 10)
+        daemons = {p.pid for p in procs.values()}
+        with contextlib.suppress(TimeoutError):  # the epilogs' detached copies publishing
+            wait_for("the hooks", lambda: not set(_started_by(cluster)) - daemons, HOOKS_WAIT_S)
         cluster.run("scontrol", "shutdown", check=False)
     for name, proc in procs.items():
         if name == "munged":
@@ -277,3 +281,24 @@ def _stop(cluster: SlurmCluster) -> None:
     if "munged" in procs:
         procs["munged"].send_signal(signal.SIGTERM)
         procs["munged"].wait(timeout=10)
+    for pid in _started_by(cluster):  # a hook or job step still there: ours, by its env
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _started_by(cluster: SlurmCluster) -> list[int]:
+    """Live processes of this cluster: slurmctld/slurmd, their hooks and jobs all carry its
+    SLURM_CONF in their environment (this process does not: only `cluster.env` has it)."""
+    needle = f"SLURM_CONF={cluster.conf}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().split(") ")[-1][:1]
+        except OSError:
+            continue
+        if state != "Z" and needle in environ.split(b"\0"):
+            found.append(int(proc.name))
+    return found

@@ -107,8 +107,11 @@ class SlurmFleet:
                 _hosts(j.get("ExcNodeList")),
             )
             self.jobs[job.job_id] = job
-            for attempt in range(job.restarts):
+            for attempt in range(job.restarts - 1):
                 self.requeued.setdefault((job.job_id, attempt), job.excluded)
+            if job.restarts > 0:
+                # The requeue sets ExcNodeList after `requeuehold`: the latest look counts.
+                self.requeued[(job.job_id, job.restarts - 1)] = job.excluded
             if job.state == "RUNNING" and job.restarts > 0:
                 self.ran_again.setdefault((job.job_id, job.restarts - 1), job.nodes)
         for n in nodes:
@@ -128,10 +131,21 @@ class SlurmFleet:
         if not accepting or now_ms < self.next_incident_ms:
             return
         hit = {(i.job_id, i.attempt) for i in self.incidents}
+        # Not on a node inside the grace of the last job that died there: its signals would be
+        # in that job's window too (the 64-node demo rarely reuses a node that fast).
+        settling = {
+            n
+            for i in self.incidents
+            if i.term_ms is not None and now_ms <= i.term_ms + GRACE_S * 1000
+            for n in i.nodes
+        }
         running = [
             j
             for j in self.jobs.values()
-            if j.state == "RUNNING" and j.job_id in self.sizes and (j.job_id, j.restarts) not in hit
+            if j.state == "RUNNING"
+            and j.job_id in self.sizes
+            and (j.job_id, j.restarts) not in hit
+            and not settling & set(j.nodes)
         ]
         if not running:
             return  # due: the next running job gets it
