@@ -151,6 +151,8 @@ def _session(
             signal.signal(s, handler)
     print()
     print(slurm_report.render(summary))
+    if args.html:
+        print("\n(no HTML report with --scheduler slurm: its charts are the simulated fleet's)")
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     if summary["run"]["stopped"] is not None:
