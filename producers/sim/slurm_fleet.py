@@ -41,6 +41,8 @@ SLURM_TIMING = Timing(
 # (at most ~11 s before its kill) but not the previous job's on a node repaired since; a
 # breaker window that holds about one hardware incident, as the 64-node demo's does.
 GRACE_S = 8
+# slurmctld's epilog publishes `terminated` stamped when it runs: seconds after the kill.
+HOOK_SLACK_S = 10
 LOOKBACK_S = 15
 BREAKER_WINDOW_S = 10
 BREAKER_MAX_SHARE = 0.5
@@ -136,7 +138,7 @@ class SlurmFleet:
         settling = {
             n
             for i in self.incidents
-            if i.term_ms is not None and now_ms <= i.term_ms + GRACE_S * 1000
+            if i.term_ms is not None and now_ms <= i.term_ms + (GRACE_S + HOOK_SLACK_S) * 1000
             for n in i.nodes
         }
         running = [
@@ -209,8 +211,17 @@ class SlurmFleet:
                 inc.term_wall_ms = wall_ms
 
     # -- what the pipeline publishes ---------------------------------------------------------
-    def on_decision(self, seen: Seen) -> None:
+    def on_decision(self, seen: Seen, terminated_ts_ms: int | None = None) -> None:
+        """`terminated_ts_ms`: the termination's time as the hook published it, the `T` of the
+        pipeline's window, which the grading then uses too (the kill's time stays the start
+        of the decision's latency)."""
         self.decisions.append(seen)
+        for inc in self.incidents:
+            if terminated_ts_ms is not None and (inc.job_id, inc.attempt) == (
+                seen.job_id,
+                seen.attempt,
+            ):
+                inc.term_ms = terminated_ts_ms
         if seen.action not in CONTINUING:
             self.sizes.pop(seen.job_id, None)  # the job stays ended: its nodes are free
 

@@ -79,6 +79,36 @@ def summarize(
             "requeue_commands": stats.get("requeue_commands", 0),
         },
         "latency_ms": {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99)},
+        "incident_list": [
+            {
+                "incident": i.incident_id,
+                "scenario": i.scenario,
+                "job": i.job_id,
+                "attempt": i.attempt,
+                "nodes": list(i.nodes),
+                "faulty": i.faulty_node,
+                "term_ms": i.term_ms,
+                "signals": [
+                    [x.ts_ms, x.node, x.kind, x.code, x.part]
+                    for n in i.nodes
+                    for x in fleet.signals.get(n, [])
+                    if i.term_ms is not None and i.term_ms - 60_000 <= x.ts_ms <= i.term_ms + 60_000
+                ],
+            }
+            for i in fleet.incidents
+        ],
+        "decision_list": [
+            {
+                "job": d.job_id,
+                "attempt": d.attempt,
+                "verdict": d.verdict,
+                "action": d.action,
+                "suspects": list(d.suspects),
+                "evidence": [list(e) for e in d.evidence],
+                "decided_ts_ms": d.decided_ts_ms,
+            }
+            for d in fleet.decisions
+        ],
     }
 
 

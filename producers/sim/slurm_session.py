@@ -181,7 +181,8 @@ async def _loop(
                 fleet.killed(item, wall_ms())
         for topic, key, value in await bus.poll(0):
             if topic == "failover.decisions" and key != CANARY_JOB:
-                fleet.on_decision(seen_from(value))
+                ts = value.get("terminated_ts_ms")
+                fleet.on_decision(seen_from(value), ts if isinstance(ts, int) else None)
             elif topic == "nodes.quarantine":
                 node, state = str(value["node"]), str(value["state"])
                 delay = fleet.on_quarantine(node, state, int(value["ts_ms"]))

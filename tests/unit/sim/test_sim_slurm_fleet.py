@@ -4,7 +4,7 @@ it breaks, what it schedules, and the report's checks."""
 from __future__ import annotations
 
 from producers.sim.faults import Signal
-from producers.sim.slurm_fleet import GRACE_S, SLURM_SCENARIOS, Kill, SlurmFleet
+from producers.sim.slurm_fleet import GRACE_S, HOOK_SLACK_S, SLURM_SCENARIOS, Kill, SlurmFleet
 from producers.sim.slurm_report import checks, render, summarize
 from producers.sim.truth import Mark, Seen
 
@@ -79,10 +79,22 @@ def test_a_node_inside_the_last_dead_jobs_grace_is_not_broken_again() -> None:
     f.sizes["3"] = 1
     f.observe([job("3", "RUNNING", "gpu-2")], [])
     f.next_incident_ms = term
-    f.maybe_incident(term + GRACE_S * 1000, accepting=True)
+    settled = term + (GRACE_S + HOOK_SLACK_S) * 1000
+    f.maybe_incident(settled, accepting=True)
     assert len(f.incidents) == 1
-    f.maybe_incident(term + GRACE_S * 1000 + 1, accepting=True)
+    f.maybe_incident(settled + 1, accepting=True)
     assert [i.job_id for i in f.incidents] == ["1", "3"]
+
+
+def test_the_grading_window_ends_at_the_termination_the_hook_published() -> None:
+    f = fleet()
+    f.sizes = {"1": 1}
+    f.observe([job("1", "RUNNING", "gpu-1")], [])
+    f.maybe_incident(f.next_incident_ms, accepting=True)
+    killed_at = f.incidents[0].term_ms
+    assert killed_at is not None
+    f.on_decision(seen("1", 0, "unknown", "reject", ()), killed_at + 2_500)
+    assert f.incidents[0].term_ms == killed_at + 2_500
 
 
 def test_a_rejected_job_frees_its_nodes_and_a_failover_does_not() -> None:
