@@ -83,6 +83,7 @@ class SlurmFleet:
     decisions: list[Seen] = field(default_factory=list)
     quarantines: list[tuple[str, int]] = field(default_factory=list)  # node, ts
     drained_seen: set[str] = field(default_factory=set)  # drained by us, as Slurm showed
+    drained_now: set[str] = field(default_factory=set)  # ... at the last look
     # (job, attempt that failed) -> ExcNodeList once Slurm shows a later attempt, and -> the
     # nodes that later attempt runs on once it runs
     requeued: dict[tuple[str, int], tuple[str, ...]] = field(default_factory=dict)
@@ -116,9 +117,13 @@ class SlurmFleet:
                 self.requeued[(job.job_id, job.restarts - 1)] = job.excluded
             if job.state == "RUNNING" and job.restarts > 0:
                 self.ran_again.setdefault((job.job_id, job.restarts - 1), job.nodes)
-        for n in nodes:
-            if "DRAIN" in n.get("State", "") and n.get("Reason", "").startswith("gpufailover:"):
-                self.drained_seen.add(n.get("NodeName", ""))
+        if nodes:
+            self.drained_now = {
+                n.get("NodeName", "")
+                for n in nodes
+                if "DRAIN" in n.get("State", "") and n.get("Reason", "").startswith("gpufailover:")
+            }
+            self.drained_seen |= self.drained_now
 
     def room(self) -> int:
         """Nodes no live job asks for: the session submits a job of at most this size."""

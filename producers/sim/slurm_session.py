@@ -224,9 +224,9 @@ async def _loop(
 def _status(fleet: SlurmFleet, elapsed_s: float) -> str:
     running = sum(1 for j in fleet.jobs.values() if j.state == "RUNNING")
     pending = sum(1 for j in fleet.jobs.values() if j.state == "PENDING")
-    drained = sorted(fleet.drained_seen)
+    drained = sorted(fleet.drained_now)
     return (
         f"{elapsed_s:6.1f} s  jobs running {running}, pending {pending}; "
         f"incidents {len(fleet.incidents)}, decisions {len(fleet.decisions)}, "
-        f"requeued {len(fleet.requeued)}; drained so far {', '.join(drained) or '-'}"
+        f"requeued {len(fleet.requeued)}; drained now {', '.join(drained) or '-'}"
     )

@@ -47,7 +47,9 @@ def test_observe_expands_hostlists_and_keeps_the_latest_exclusion_of_a_requeue()
     f.observe([job("7", "RUNNING", "gpu-[1,3]", 1, "gpu-2")], [])
     assert f.jobs["7"].nodes == ("gpu-1", "gpu-3")
     assert f.requeued[("7", 0)] == ("gpu-2",) and f.ran_again[("7", 0)] == ("gpu-1", "gpu-3")
-    assert f.drained_seen == {"gpu-2"}  # the operator's drain is not ours
+    assert f.drained_seen == f.drained_now == {"gpu-2"}  # the operator's drain is not ours
+    f.observe([], [{"NodeName": "gpu-2", "State": "IDLE"}])
+    assert f.drained_now == set() and f.drained_seen == {"gpu-2"}
 
 
 def test_an_incident_breaks_one_running_job_once_per_attempt_and_schedules_its_kill() -> None:
