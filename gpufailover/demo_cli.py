@@ -35,7 +35,20 @@ def register(subparsers: Any) -> None:
         "simulator's ground truth, latency, effective training time vs two baselines).",
     )
     a = p.add_argument
-    a("--nodes", type=int, default=64, help="GPU nodes (8 GPUs each; default 64)")
+    a(
+        "--scheduler",
+        choices=("sim", "slurm"),
+        default="sim",
+        help="sim: the simulator's scheduler stand-in (default); slurm: a local Slurm cluster "
+        "(slurmctld + one slurmd per node) runs the jobs, the pipeline drains and requeues "
+        "in it (needs Debian's slurmctld slurmd slurm-client munge, and root)",
+    )
+    a(
+        "--nodes",
+        type=int,
+        default=None,
+        help="GPU nodes (8 GPUs each; default 64, with --scheduler slurm 4 slurmd)",
+    )
     a("--minutes", type=float, default=2.0, help="wall-clock minutes of simulation (default 2)")
     a("--seed", type=int, default=1, help="seed of the failure trace and workload (default 1)")
     a(
@@ -87,6 +100,18 @@ def register(subparsers: Any) -> None:
         default=120.0,
         help="wall seconds to wait for the pipeline to answer (default 120)",
     )
+    a(
+        "--incident-gap-s",
+        type=float,
+        default=8.0,
+        help="--scheduler slurm: mean wall seconds between incidents (default 8)",
+    )
+    a(
+        "--slurm-repair-s",
+        type=float,
+        default=20.0,
+        help="--scheduler slurm: wall seconds before a quarantined node is released (default 20)",
+    )
     a("--plain", action="store_true", help="plain status lines even on a terminal")
     a("--check", action="store_true", help="exit 1 if a report check fails")
     p.set_defaults(func=cmd_demo)  # fmt: skip
@@ -100,7 +125,13 @@ def _free_port() -> int:
 
 
 def start_pipeline(
-    bootstrap: str, prefix: str, partitions: int, nodes: int, workdir: Path, log_level: str
+    bootstrap: str,
+    prefix: str,
+    partitions: int,
+    nodes: int,
+    workdir: Path,
+    log_level: str,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """`gpufailover run` in its own process group (the demo decides when it stops)."""
     env = dict(os.environ)
@@ -111,6 +142,7 @@ def start_pipeline(
         GPUFAILOVER_QUARANTINE_ACTUATOR_LOG=str(workdir / "actuator.log"),
         GPUFAILOVER_STATE_DIR=str(workdir / "state"),  # faust's data dir: not in ~/.cache
     )
+    env.update(extra_env or {})
     cmd = [
         sys.executable, "-m", "gpufailover", "--log-level", log_level, "run",
         "--bootstrap", bootstrap, "--topic-prefix", prefix, "--partitions", str(partitions),
@@ -147,6 +179,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 logging.WARNING if name != "aiokafka" else logging.CRITICAL
             )
 
+    if args.scheduler == "slurm":
+        from gpufailover.demo_slurm import check_slurm
+
+        problem = check_slurm(args)
+        if problem is not None:
+            print(f"gpufailover demo --scheduler slurm: {problem}", file=sys.stderr)
+            return 2
+    elif args.nodes is None:
+        args.nodes = 64
     if args.nodes < 2 or args.minutes <= 0 or args.time_scale <= 0:
         print("gpufailover demo: need --nodes >= 2, --minutes > 0, --time-scale > 0",
               file=sys.stderr)  # fmt: skip
@@ -168,6 +209,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
             print("starting a local Kafka broker ...", flush=True)
             bootstrap = stack.enter_context(running_broker()).bootstrap
+        if args.scheduler == "slurm":
+            from gpufailover.demo_slurm import run_on_slurm
+
+            return run_on_slurm(args, bootstrap)
         return _with_broker(args, cfg, bootstrap)
     return 1  # unreachable (mypy: ExitStack may swallow)
 

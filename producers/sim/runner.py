@@ -65,17 +65,18 @@ def seen_from(value: dict[str, Any]) -> Seen:
     )  # fmt: skip
 
 
-async def wait_ready(bus: Bus, ts_ms: int, timeout_s: float) -> None:
+async def wait_ready(bus: Bus, ts_ms: int, timeout_s: float, node: str = CANARY_NODE) -> None:
     """End to end: an XID 79 and a termination on a canary node must come back as a decision,
-    a quarantine, a requeue command and a job status (all four services are up)."""
-    xid = Signal(ts_ms, CANARY_NODE, "xid", 79, 0, "hardware", "fault")
-    term = JobEvent(CANARY_JOB, 0, "terminated", ts_ms + 1000, nodes=(CANARY_NODE,))
+    a quarantine, a requeue command and a job status (all four services are up). On a real
+    scheduler `node` is one of its nodes (the actuator must find it); the caller releases it."""
+    xid = Signal(ts_ms, node, "xid", 79, 0, "hardware", "fault")
+    term = JobEvent(CANARY_JOB, 0, "terminated", ts_ms + 1000, nodes=(node,))
     await bus.publish([signal_out(xid), job_out(term)])
     want = {"failover.decisions", "nodes.quarantine", "jobs.requeue", "jobs.status"}
     async with asyncio.timeout(timeout_s):
         while want:
             for topic, key, _ in await bus.poll(200):
-                if key in (CANARY_JOB, CANARY_NODE):
+                if key in (CANARY_JOB, node):
                     want.discard(topic)
 
 
