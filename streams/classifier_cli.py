@@ -29,9 +29,21 @@ def run(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(f"gpufailover classifier: bad policy: {exc}", file=sys.stderr)
         return 2
+    import asyncio
+
     import faust
 
+    from deploy.topics import create_compacted_topics
     from streams import watchdog
+
+    changelogs = sorted(t.changelog_topic.get_topic_name() for t in app.tables.values())
+    loop = asyncio.new_event_loop()  # its own loop: faust's worker sets up the current one
+    try:
+        loop.run_until_complete(
+            create_compacted_topics(settings.bootstrap, changelogs, settings.partitions)
+        )
+    finally:
+        loop.close()
 
     watchdog.start(
         lambda: bool(app.rebalancing or getattr(app, "in_recovery", False)),
