@@ -283,7 +283,7 @@ def _dead_letters(
             continue
         count[match] += 1
         last[match] = _wall(letter)
-        content = {k: v for k, v in letter.items() if k != "dead_lettered_ts_ms"}
+        content = {k: v for k, v in letter.items() if k not in ("dead_lettered_ts_ms", WALL_MS)}
         contents.setdefault(match, set()).add(repr(sorted(content.items())))
     for b in bad:
         where = f"{b.topic}[{b.partition}]@{b.offset}"
