@@ -203,14 +203,11 @@ async def test_decision_overdue_fires_with_no_classifier_and_not_when_decided_in
     # No classifier runs in this test: decisions are published by hand, or not at all.
     group = f"{n.prefix}job-status"
     async with running(job_status_with_deadline(b, n, 2.0)):
-        await produce(
-            b,
-            [
-                (n.jobs_events, "job-ok", job_event("job-ok", "terminated")),
-                (n.failover_decisions, "job-ok", decision("job-ok")),
-            ],
-        )
+        # The decision follows once the termination is read (in one batch with it, the wait
+        # would never be written, and the test checks that it was written and never overdue).
+        await produce(b, [(n.jobs_events, "job-ok", job_event("job-ok", "terminated"))])
         await wait_consumed(b, group, n.jobs_events)
+        await produce(b, [(n.failover_decisions, "job-ok", decision("job-ok"))])
         await wait_consumed(b, group, n.failover_decisions)
         # job-late is read after job-ok, so its deadline runs out later: waiting for its
         # alert waits long enough to see any alert for job-ok.
