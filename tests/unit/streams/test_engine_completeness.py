@@ -302,3 +302,80 @@ def test_a_termination_read_hours_after_newer_signals_of_its_node_still_finds_it
     e.drain_messages()
     (d,) = e.decisions
     assert (d.verdict, d.suspect_nodes) == ("hardware", (A,))
+
+
+# -- the job side's bookkeeping ---------------------------------------------------------------
+
+
+def _job_side_on_copies() -> tuple[JobSide, dict[str, dict[str, object]]]:
+    """A job side whose table hands out copies, as faust's does (CodecTable over JSON dicts):
+    a change that is not written back is lost, as it would be on Kafka."""
+    from streams.tables import CodecTable
+
+    raw: dict[str, dict[str, object]] = {}
+    table = CodecTable(raw, JobState.from_dict, JobState.to_dict)  # type: ignore[arg-type]
+    return JobSide(POLICY, table), raw
+
+
+def _report(node: str, complete_to: int | None, *items: object, closed: bool = False) -> NodeReport:
+    return NodeReport("job-1", 0, node, tuple(items), False, closed, complete_to)  # type: ignore[arg-type]
+
+
+def test_progress_is_written_back_to_a_table_that_copies() -> None:
+    side, raw = _job_side_on_copies()
+    side.on_job_event(terminated("job-1", [A, B], T, reason="OOMKilled"))
+    side.on_node_report(_report(A, T + GRACE + 1))
+    assert raw["job-1"]["pending"]["0"]["complete"] == {A: T + GRACE + 1}  # type: ignore[index]
+    (d,) = side.on_node_report(_report(B, T + GRACE + 1))
+    assert isinstance(d, Decision) and d.verdict == "software"
+
+
+def test_a_termination_without_nodes_decides_at_once_from_its_reason() -> None:
+    side, raw = _job_side_on_copies()
+    (d,) = side.on_job_event(terminated("job-1", [], T, reason="OOMKilled"))
+    assert isinstance(d, Decision) and (d.verdict, d.decided_ts_ms) == ("software", T + GRACE)
+    assert raw["job-1"]["decided"] == [0]
+
+
+def test_stale_reports_are_counted_each_time() -> None:
+    side, _ = _job_side_on_copies()
+    side.on_node_report(_report(A, T))
+    side.on_node_report(_report(A, T))
+    assert side.stale_reports == 2
+
+
+def _hardware(node: str, ts: int) -> object:
+    from schemas.decisions import Evidence
+
+    return Evidence(node, 0, "xid", 79, ts, "hardware")
+
+
+def test_hardware_before_the_termination_asks_no_node_for_more() -> None:
+    """Every node reports past T by itself: a request would only add messages."""
+    side, _ = _job_side_on_copies()
+    side.on_job_event(terminated("job-1", [A, B], T))
+    assert side.on_node_report(_report(A, T - S, _hardware(A, T - 2 * S))) == []
+    assert side.on_node_report(_report(B, T - S)) == []
+
+
+def test_each_behind_node_is_asked_once_including_one_exactly_at_the_decision_time() -> None:
+    side, _ = _job_side_on_copies()
+    side.on_job_event(terminated("job-1", [A, B], T))
+    side.on_node_report(_report(A, T + 1))
+    side.on_node_report(_report(B, T + 5 * S))  # exactly at the coming decision time
+    asked = side.on_node_report(_report(A, T + 1, _hardware(A, T + 5 * S)))
+    assert sorted((m.node, m.until_ms) for m in asked) == [  # type: ignore[union-attr]
+        (A, T + 5 * S),
+        (B, T + 5 * S),
+    ]
+    assert side.on_node_report(_report(A, T + 2)) == []  # asked already: not again
+
+
+def test_a_software_signal_at_the_very_start_of_the_attempt_is_this_attempts() -> None:
+    """Only a signal that ended before the attempt started belongs to the previous tenant."""
+    from failover_harness import Run, job_event
+
+    r = Run()
+    r.feed(job_event("job-1", "started", T - 10 * S, nodes=[A]), xid(A, 13, T - 10 * S))
+    r.feed(terminated("job-1", [A], T), health(C, "ok", T + GRACE + 1))
+    assert r.decision("job-1").verdict == "software"
