@@ -146,3 +146,20 @@ def test_unlisted_conditions_and_reasons_are_ignored() -> None:
     assert p.classify_condition("not-a-condition") == "ignore"
     assert p.classify_reason("NotAReason") == "ignore"
     assert p.source == "default policy"
+
+
+def test_evidence_retention_is_optional_in_seconds_and_never_shorter_than_the_window() -> None:
+    assert policy_from_dict(with_(evidence_retention_s=None), "p").evidence_retention_ms == (
+        172_800_000
+    )
+    p = policy_from_dict(with_(evidence_retention_s=3_600), "p")
+    assert (p.evidence_retention_ms, p.retention_ms) == (3_600_000, 3_600_000)
+    short = policy_from_dict(with_(evidence_retention_s=1), "p")  # shorter than lookback+grace
+    assert short.retention_ms == short.lookback_ms + short.grace_ms
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, "3600", True])
+def test_a_bad_evidence_retention_names_the_key_and_the_value(bad: Any) -> None:
+    assert error(with_(evidence_retention_s=bad)) == (
+        f"p.json: evidence_retention_s must be a positive integer, got {bad!r}"
+    )
