@@ -239,10 +239,12 @@ def build_config(args: argparse.Namespace) -> Any:
     )
 
 
-def _with_broker(args: argparse.Namespace, cfg: Any, bootstrap: str) -> int:
+def prepare_run(args: argparse.Namespace, bootstrap: str, label: str) -> tuple[str, Path] | None:
+    """A fresh topic set and a log folder for one demo run; None (reported) when the topics
+    cannot be created."""
     from deploy.topics import create_topics
 
-    prefix = f"demo-{args.seed}-{uuid.uuid4().hex[:8]}."
+    prefix = f"{label}-{args.seed}-{uuid.uuid4().hex[:8]}."
     workdir = (
         Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpufailover-demo-"))
     )
@@ -252,7 +254,15 @@ def _with_broker(args: argparse.Namespace, cfg: Any, bootstrap: str) -> int:
         asyncio.run(create_topics(bootstrap, args.partitions, prefix))
     except Exception as exc:  # noqa: BLE001 - any broker/admin failure, reported plainly
         print(f"gpufailover demo: cannot create topics on {bootstrap}: {exc}", file=sys.stderr)
+        return None
+    return prefix, workdir
+
+
+def _with_broker(args: argparse.Namespace, cfg: Any, bootstrap: str) -> int:
+    prepared = prepare_run(args, bootstrap, "demo")
+    if prepared is None:
         return 1
+    prefix, workdir = prepared
     proc = start_pipeline(bootstrap, prefix, args.partitions, args.nodes, workdir, "INFO")
     ok = False
     try:

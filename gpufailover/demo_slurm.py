@@ -13,15 +13,13 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
 from deploy.slurm_local import MAX_NODES, SlurmCluster, missing_binaries, running_slurm_cluster
-from gpufailover.demo_cli import start_pipeline, stop_pipeline
+from gpufailover.demo_cli import prepare_run, start_pipeline, stop_pipeline
 from producers.sim.slurm_fleet import BREAKER_MAX_SHARE, BREAKER_WINDOW_S, GRACE_S, LOOKBACK_S
 
 DEFAULT_NODES = 4
@@ -56,19 +54,10 @@ def demo_policy(workdir: Path) -> Path:
 
 
 def run_on_slurm(args: argparse.Namespace, bootstrap: str) -> int:
-    from deploy.topics import create_topics
-
-    prefix = f"demo-slurm-{args.seed}-{uuid.uuid4().hex[:8]}."
-    workdir = (
-        Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpufailover-demo-"))
-    )
-    workdir.mkdir(parents=True, exist_ok=True)
-    print(f"broker {bootstrap}, topics {prefix}*, pipeline logs {workdir}", flush=True)
-    try:
-        asyncio.run(create_topics(bootstrap, args.partitions, prefix))
-    except Exception as exc:  # noqa: BLE001 - any broker/admin failure, reported plainly
-        print(f"gpufailover demo: cannot create topics on {bootstrap}: {exc}", file=sys.stderr)
+    prepared = prepare_run(args, bootstrap, "demo-slurm")
+    if prepared is None:
         return 1
+    prefix, workdir = prepared
     print(f"starting a local Slurm cluster of {args.nodes} slurmd ...", flush=True)
     try:
         with running_slurm_cluster(args.nodes) as cluster:
