@@ -27,7 +27,6 @@ _Message = NodeReport | NodeTermination | QuarantineRequest | Decision | JobAler
 
 class LocalPipeline:
     def __init__(self, policy: Policy) -> None:
-        self.policy = policy
         self.node_states: dict[str, NodeState] = {}
         self.job_states: dict[str, JobState] = {}
         self.node_side = NodeSide(policy, self.node_states, PartitionClock())

@@ -195,3 +195,42 @@ def test_software_xid_before_the_start_no_longer_turns_a_timeout_into_a_reject()
     )
     assert decision(out_before).verdict == "transient"
     assert decision(out_during).verdict == "software"
+
+
+def ok_sample(ts: int) -> Any:
+    from schemas.health import GpuHealth
+
+    return GpuHealth(node="n9", ts_ms=ts, condition="ok")
+
+
+def test_gpu_signals_past_a_hang_deadline_raise_the_hang_alert() -> None:
+    # Only node agents report while the job is silent: their samples move the job side's
+    # clock too (one watermark for both halves), first at the deadline, then one past it.
+    deadline = T0 + 10 * S + HANG
+    out = run(
+        [
+            started("j", T0),
+            tm("j", "heartbeat", T0 + 10 * S, step=1),
+            ok_sample(deadline),
+            ok_sample(deadline + 1),
+        ]
+    )
+    [hang] = alerts(out, "hang")
+    assert (hang.job_id, hang.ts_ms) == ("j", deadline + 1)
+
+
+def test_a_gpu_signal_exactly_at_a_deadline_leaves_the_job_clock_for_later_events() -> None:
+    # The sample at j's deadline passes no deadline, so it must not move the job side's clock:
+    # k's late heartbeat arms an earlier deadline that the next job event still passes.
+    deadline_j = T0 + 10 * S + HANG
+    out = run(
+        [
+            started("j", T0),
+            started("k", T0),
+            tm("j", "heartbeat", T0 + 10 * S, step=1),
+            ok_sample(deadline_j),
+            tm("k", "heartbeat", T0 + 5 * S, step=1),
+            started("x", T0 + 5 * S + HANG + 1),
+        ]
+    )
+    assert [(a.job_id, a.ts_ms) for a in alerts(out, "hang")] == [("k", T0 + 5 * S + HANG + 1)]
