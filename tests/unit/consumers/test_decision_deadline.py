@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
+import pytest
 from consumer_fakes import NAMES, acks, decision, rec, value
 from prometheus_client import CollectorRegistry
 
@@ -200,3 +202,70 @@ def test_the_wait_round_trips_through_the_status_record_and_old_records_still_re
     before = status.to_dict()
     del before["awaiting_decision"]  # written before the deadline existed
     assert JobStatus.from_dict(before).awaiting == ()
+
+
+async def test_each_wait_is_judged_on_its_own_whatever_comes_first_in_the_index() -> None:
+    s = Service()
+    t0 = s.now
+    await s.batch(event("a", "terminated"))  # a first in the index of waits
+    s.now = t0 + 1
+    await s.batch(event("b", "terminated"))
+    s.now = t0 + 2
+    await s.batch(event("a", "terminated", attempt=1))
+    s.now = t0 + 3
+    await s.batch(rec(NAMES.failover_decisions, "a", decision("a")))  # a now waits from t0+2
+    s.now = t0 + 1 + DEADLINE_MS  # b is due, a is not yet
+    [alert] = alerts(await s.tick())
+    assert (alert["job_id"], alert["attempt"]) == ("b", 0)
+    s.now = t0 + 2 + DEADLINE_MS
+    [alert] = alerts(await s.tick())
+    assert (alert["job_id"], alert["attempt"]) == ("a", 1)
+
+
+async def test_a_decision_read_in_the_same_turn_is_not_reported_overdue() -> None:
+    s = Service()
+    await s.batch(event("a", "terminated"))
+    await s.batch(event("b", "terminated"))
+    s.now += DEADLINE_MS
+    s.p.begin()
+    s.p.handle(rec(NAMES.failover_decisions, "a", decision("a")))  # staged, not yet committed
+    outputs = s.p.due(READY)
+    await s.p.committed(acks(outputs))
+    [alert] = alerts(outputs)
+    assert alert["job_id"] == "b"
+    [out] = [o for o in outputs if o.topic == NAMES.failover_alerts]
+    assert out.key == b"b"  # keyed by job, like every job record
+
+
+async def test_a_termination_with_no_failover_still_waits_for_its_decision() -> None:
+    s = Service()
+    spot = {"job_id": "j", "attempt": 0, "type": "terminated", "ts_ms": 6_000, "nodes": ["n1"]}
+    await s.batch(event("j", "started"))
+    [out] = await s.batch(rec(NAMES.jobs_events, "j", {**spot, "training_type": "spot"}))
+    assert [a["attempt"] for a in value(out)["awaiting_decision"]] == [0]
+    s.now += DEADLINE_MS
+    assert [a["job_id"] for a in alerts(await s.tick())] == ["j"]
+
+
+async def test_an_event_that_changes_nothing_is_counted_under_its_type() -> None:
+    s = Service()
+    await s.batch(event("j", "started"))
+    assert await s.batch(event("j", "started")) == []
+    unchanged = s.registry.get_sample_value(
+        "gpufailover_jobstatus_unchanged_total", {"event": "started"}
+    )
+    assert unchanged == 1
+
+
+async def test_an_overdue_decision_is_logged_with_the_job_and_the_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = Service()
+    await s.batch(event("j", "terminated", ts=6_000))
+    s.now += DEADLINE_MS + 1_500
+    with caplog.at_level(logging.WARNING, logger="consumers.jobstatus.logic"):
+        await s.tick()
+    assert caplog.messages == [
+        "decision overdue: job j attempt 0 terminated at 6000, read 302 s ago, "
+        "no decision (deadline 300 s)"
+    ]
