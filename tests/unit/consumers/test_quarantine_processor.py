@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -221,3 +222,33 @@ def test_malformed_inputs_raise_schema_error_for_the_dead_letter_queue(
     key = RESET_KEY if topic == NAMES.failover_alerts else "k"
     with pytest.raises(SchemaError):
         p.handle(rec(topic, key, payload))
+
+
+async def test_a_decision_seen_before_a_release_counts_as_a_duplicate_not_as_stale() -> None:
+    p = make(registry=CollectorRegistry())
+    d = decision("job-1", ts=1_000)
+    await batch(p, rec(NAMES.failover_decisions, "job-1", d))
+    p.table.apply(QuarantineRecord("n1", "released", "operator", (), None, 2_000), 0, 99)
+    assert await batch(p, rec(NAMES.failover_decisions, "job-1", d)) == []
+    assert p.metrics.duplicates.labels(source="decision")._value.get() == 1
+    assert p.metrics.stale.labels(source="decision")._value.get() == 0
+
+
+async def test_dry_run_forgets_a_node_once_it_is_released() -> None:
+    p = make(dry_run=True)
+    await batch(p, rec(NAMES.failover_decisions, "job-1", decision("job-1", ts=1_000)))
+    p.table.apply(QuarantineRecord("n1", "released", "operator", (), None, 2_000), 0, 99)
+    [alert] = await batch(p, rec(NAMES.quarantine_requests, "n1", request("n1", 3_000)))
+    assert value(alert)["kind"] == "dry-run" and value(alert)["node"] == "n1"
+
+
+async def test_a_request_older_than_the_release_is_logged_as_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    p = make()
+    p.table.apply(QuarantineRecord("n1", "released", "operator", (), None, 2_000), 0, 99)
+    with caplog.at_level(logging.INFO, logger="consumers.quarantine.logic"):
+        await batch(p, rec(NAMES.quarantine_requests, "n1", request("n1", 1_500)))
+    assert "request for n1 at ts 1500 ignored: the node was released at 2000, after it" in (
+        caplog.messages
+    )
