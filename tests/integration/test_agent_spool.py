@@ -147,3 +147,40 @@ def scrape_until(port: int, wanted: list[str], timeout_s: float = 60.0) -> None:
             return
         time.sleep(0.05)  # polling with a deadline
     raise AssertionError(f"no {wanted} in {timeout_s} s:\n{text}")
+
+
+async def test_sigkill_while_its_own_broker_is_stopped_then_everything_arrives_once(
+    tmp_path: Path,
+) -> None:
+    """The broker goes away under a connected agent (its sends fail), the agent is killed,
+    the broker comes back, the agent restarts: what it read meanwhile arrives, once."""
+    from deploy.broker import running_broker
+    from deploy.topics import create_topics
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text(xid_line(1, 79, 0x3B) + xid_line(2, 48, 0x5E))
+    prefix = "spool."
+    names = TopicNames(prefix)
+    with running_broker() as broker:
+        await create_topics(broker.bootstrap, partitions=1, prefix=prefix)
+        port = free_port()
+        first = agent(tmp_path, "first", kmsg, broker.bootstrap, prefix, port).start()
+        try:
+            await asyncio.to_thread(
+                scrape_until, port, ['published_total{topic="gpu.xid"} 2.0', "buffer_depth 0.0"]
+            )
+            await asyncio.to_thread(broker.kill)
+            with kmsg.open("a") as f:
+                f.write(xid_line(3, 13, 0x86) + xid_line(4, 63, 0x3B))
+            await asyncio.to_thread(scrape_until, port, ["buffer_depth 2.0"])  # held, unsent
+        finally:
+            kill(first)
+        await asyncio.to_thread(broker.start)
+        with kmsg.open("a") as f:
+            f.write(xid_line(5, 94, 0x5E))
+        second = agent(tmp_path, "second", kmsg, broker.bootstrap, prefix)
+        with second:
+            await wait_for(broker.bootstrap, [names.gpu_xid], lambda recs: len(recs) >= 5)
+        assert second.proc is not None and second.proc.returncode == 0, second.log_tail()
+        got = await read_topic(broker.bootstrap, names.gpu_xid, 1)
+    assert seqs(got) == [1, 2, 3, 4, 5], [r.message for r in got]
