@@ -7,7 +7,9 @@ the lines up to `seq` produced, so after a restart (SIGKILL included):
   PCI -> GPU directory, publishing resumes with the next one (no gap, no repeat);
 - another boot (/proc/sys/kernel/random/boot_id changed): sequence numbers restarted, so
   everything in the ring buffer is new: read and published from its start;
-- no cursor yet (first run): as configured (the end of the log, or `--from-start`).
+- no cursor yet (first run): `--from-start` publishes the ring buffer; else the agent notes
+  the last record there now (`last_seq`) and starts after it, storing that as its cursor at
+  once, so even a first run that reads nothing leaves no gap behind it.
 
 The cursor trails XIDs the flood de-duplication holds back: a repeat folded into a summary not
 yet spooled keeps the cursor before its line, so a crash re-reads it instead of losing it.
@@ -15,8 +17,11 @@ yet spooled keeps the cursor before its line, so a crash re-reads it instead of 
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,9 +65,45 @@ def read_boot_id(path: Path = BOOT_ID_PATH) -> str:
         return ""
 
 
-def resume_point(saved: Cursor | None, boot_id: str, from_start: bool) -> ResumePoint:
+def last_seq(path: str) -> int | None:
+    """The sequence number of the newest record in /dev/kmsg (or a file of its records) now;
+    None when there is none (an OSError when it cannot be read: the follower says so too)."""
+    last: int | None = None
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(fd, 16384)
+            except BlockingIOError:  # the device: no more records for now
+                break
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # overwritten while we read: go on
+                    continue
+                raise
+            if not chunk:  # a regular file at its end
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                seq = kmsg_seq(raw.decode("utf-8", errors="replace"))
+                if seq is not None:
+                    last = seq
+    finally:
+        os.close(fd)
+    return last
+
+
+def resume_point(
+    saved: Cursor | None, boot_id: str, from_start: bool, now_last: Callable[[], int | None]
+) -> ResumePoint:
+    """Where to start; `now_last` gives the newest record's seq (asked on a first run only)."""
     if saved is None:
-        return ResumePoint(from_start=from_start, after_seq=None)
+        if from_start:
+            return ResumePoint(from_start=True, after_seq=None)
+        newest = now_last()
+        log.info("no kernel-log cursor yet: publishing what comes after record %s", newest)
+        return ResumePoint(from_start=True, after_seq=newest)
     if not boot_id or saved.boot_id != boot_id:
         log.info(
             "%s: the node rebooted since the last kernel record published (boot %s, now %s): "
@@ -79,11 +120,12 @@ def resume_point(saved: Cursor | None, boot_id: str, from_start: bool) -> Resume
 class CursorTracker:
     """The highest kernel seq whose every effect is in the spool (on the event loop)."""
 
-    def __init__(self, name: str, boot_id: str, start: int | None) -> None:
+    def __init__(self, name: str, boot_id: str, start: int | None, *, stored: bool) -> None:
+        """`start`: the last seq published before; `stored`: whether the spool has it already."""
         self.name = name
         self.boot_id = boot_id
         self.seen = start  # the last seq read
-        self._saved = start
+        self._saved = start if stored else None
         self._held: dict[GpuKey, int | None] = {}  # key -> the seq before its first fold
 
     def folded(self, key: GpuKey) -> None:

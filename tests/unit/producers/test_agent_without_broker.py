@@ -73,3 +73,38 @@ def test_a_second_agent_on_the_same_spool_is_refused(tmp_path: Path) -> None:
         first.send_signal(signal.SIGTERM)
         assert first.wait(30) == 0
     assert "in use by another agent" in (tmp_path / "second.log").read_text()
+
+
+def test_a_first_run_that_read_nothing_still_leaves_no_gap(tmp_path: Path) -> None:
+    """/dev/kmsg without --from-start: the first run starts after the newest record and stores
+    that, so a record logged while the agent is down is published by the next run."""
+    dev = tmp_path / "kmsg"
+    dev.write_text("6,1,100,-;boot\n4,2,200,-;NVRM: Xid (PCI:0000:3b:00): 79, old news\n")
+    env = {**os.environ, "GPUFAILOVER_AGENT_SPOOL_DIR": str(tmp_path / "spool")}
+    argv = [sys.executable, "-m", "gpufailover", "agent", "--source", "kmsg", "--kmsg-path",
+            str(dev), "--node", "gpu-017", "--bootstrap", "127.0.0.1:1"]  # fmt: skip
+    for run in ("first", "second"):
+        log = tmp_path / f"{run}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            if run == "first":
+                wait_for_text(log, "publishing what comes after record 2", proc)
+            else:
+                wait_for_text(log, "resuming after kernel record 2", proc)
+                wait_for_text(log, "1 events waiting in", proc)
+            wait_for_text(log, "agent on node", proc)  # SIGTERM is handled from here on
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0, log.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        with dev.open("a") as f:  # logged while the agent is down
+            f.write("4,3,300,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE\n")
+    spool = Spool(tmp_path / "spool" / "gpu-017.sqlite", AgentMetrics())
+    (kept,) = spool.head(10)
+    assert b'"xid":48' in kept.item.value  # record 3 only: not 2 (before the first run)
+    cursor = spool.cursor(f"kmsg:{dev}")
+    assert cursor is not None and cursor.seq == 3
+    spool.close()

@@ -21,6 +21,7 @@ from producers.kmsg_resume import (
     KernelRead,
     ResumePoint,
     kmsg_seq,
+    last_seq,
     read_boot_id,
     resume_point,
 )
@@ -45,11 +46,26 @@ def test_sequence_numbers_and_boot_id(tmp_path: Path) -> None:
 
 def test_resume_point_same_boot_other_boot_first_run() -> None:
     saved = Cursor("kmsg:/dev/kmsg", "boot-a", 41)
-    assert resume_point(saved, "boot-a", from_start=False) == ResumePoint(True, 41)
-    assert resume_point(saved, "boot-b", from_start=False) == ResumePoint(True, None)
-    assert resume_point(saved, "", from_start=False) == ResumePoint(True, None)  # unknown boot
-    assert resume_point(None, "boot-a", from_start=False) == ResumePoint(False, None)
-    assert resume_point(None, "boot-a", from_start=True) == ResumePoint(True, None)
+
+    def newest() -> int:
+        return 57
+
+    assert resume_point(saved, "boot-a", False, newest) == ResumePoint(True, 41)
+    assert resume_point(saved, "boot-b", False, newest) == ResumePoint(True, None)
+    assert resume_point(saved, "", False, newest) == ResumePoint(True, None)  # unknown boot
+    # First run: after what the ring holds now (not from its unknown end), or all of it.
+    assert resume_point(None, "boot-a", False, newest) == ResumePoint(True, 57)
+    assert resume_point(None, "boot-a", True, newest) == ResumePoint(True, None)
+
+
+def test_last_seq_of_a_kmsg_file(tmp_path: Path) -> None:
+    dev = tmp_path / "kmsg"
+    dev.write_text("")
+    assert last_seq(str(dev)) is None
+    dev.write_text(kmsg(3, "a") + "\n SUBSYSTEM=pci\n" + kmsg(4, "b") + "\n4,5,0,-;partial")
+    assert last_seq(str(dev)) == 4  # a record without its newline is not there yet
+    with pytest.raises(OSError):
+        last_seq(str(tmp_path / "missing"))
 
 
 def kmsg(seq: int, text: str) -> str:
@@ -106,7 +122,7 @@ def xid(code: int, gpu: str = "GPU-a") -> GpuXid:
 
 
 def test_the_tracker_holds_the_cursor_before_a_fold_until_its_summary() -> None:
-    t = CursorTracker("kmsg", "boot-a", start=10)
+    t = CursorTracker("kmsg", "boot-a", start=10, stored=True)
     assert t.pending() is None  # nothing moved since the resume point
     t.advance(11)  # XID 13, first occurrence: out at once
     t.folded(gpu_key(xid(13)))  # line 12 repeats it: folded
@@ -124,6 +140,8 @@ def test_the_tracker_holds_the_cursor_before_a_fold_until_its_summary() -> None:
     assert t.position() == 13
     t.release_all()
     assert t.pending() == Cursor("kmsg", "boot-a", 14)
+    fresh = CursorTracker("kmsg", "boot-a", start=10, stored=False)  # a first run's start point
+    assert fresh.pending() == Cursor("kmsg", "boot-a", 10)  # stored at the first chance
 
 
 class Reads:
@@ -163,7 +181,7 @@ class NoBroker:
 def agent_on(spool: Spool, start: int | None, window_s: float) -> tuple[Agent, list[float]]:
     metrics = spool.metrics
     publisher = BufferedPublisher(NoBroker, spool, metrics, backoff_s=(0.001, 0.01))
-    tracker = CursorTracker("kmsg:/dev/kmsg", "boot-a", start)
+    tracker = CursorTracker("kmsg:/dev/kmsg", "boot-a", start, stored=start is not None)
     clock = [0.0]  # the de-duplication's monotonic clock
     agent = Agent(
         TopicNames(""),
