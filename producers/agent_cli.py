@@ -99,7 +99,7 @@ def build_sources(
     """The configured source, what to call when the agent stops, and the kernel-log cursor
     tracker (/dev/kmsg only, else None)."""
     from producers.kmsg import GpuDirectory, KernelLogSource
-    from producers.kmsg_resume import CursorTracker, read_boot_id, resume_point
+    from producers.kmsg_resume import kmsg_start
     from producers.nvml_source import PynvmlBackend
     from producers.nvml_watch import NvmlSource
 
@@ -119,12 +119,8 @@ def build_sources(
     directory = _directory_from_nvml(GpuDirectory())
     from_start, resume_after, cursor = settings.from_start, None, None
     if settings.source == "kmsg":
-        name, boot_id, device = f"kmsg:{settings.kmsg_path}", read_boot_id(), settings.kmsg_path
-        saved = spool.cursor(name)
-        point = resume_point(saved, boot_id, settings.from_start, lambda: _last_seq(device))
+        point, cursor = kmsg_start(spool, settings.kmsg_path, settings.from_start)
         from_start, resume_after = point.from_start, point.after_seq
-        stored = saved is not None and saved.seq == resume_after and saved.boot_id == boot_id
-        cursor = CursorTracker(name, boot_id, resume_after, stored=stored)
     source_log = KernelLogSource(
         settings.source,
         _follower(settings, from_start),
@@ -150,15 +146,6 @@ def _follower(
         device = settings.kmsg_path
         return lambda stop: kmsg_follow.follow_kmsg(stop, device, from_start=from_start)
     return lambda stop: kmsg_follow.follow_journal(stop)
-
-
-def _last_seq(device: str) -> int | None:
-    from producers.kmsg_resume import last_seq
-
-    try:
-        return last_seq(device)
-    except OSError:
-        return None  # unreadable: the follower fails on it with the reason
 
 
 def _directory_from_nvml(directory: Any) -> Any:

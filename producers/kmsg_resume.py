@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from producers.dedup import GpuKey
-from producers.spool import Cursor
+from producers.spool import Cursor, Spool
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 
@@ -115,6 +115,22 @@ def resume_point(
         return ResumePoint(from_start=True, after_seq=None)
     log.info("%s: resuming after kernel record %d", saved.name, saved.seq)
     return ResumePoint(from_start=True, after_seq=saved.seq)
+
+
+def kmsg_start(spool: Spool, device: str, from_start: bool) -> tuple[ResumePoint, CursorTracker]:
+    """Where the /dev/kmsg source at `device` starts, from the cursor stored in `spool`."""
+    name, boot_id = f"kmsg:{device}", read_boot_id()
+    saved = spool.cursor(name)
+
+    def newest() -> int | None:
+        try:
+            return last_seq(device)
+        except OSError:
+            return None  # unreadable: the follower fails on it with the reason
+
+    point = resume_point(saved, boot_id, from_start, newest)
+    stored = point.after_seq is not None and saved == Cursor(name, boot_id, point.after_seq)
+    return point, CursorTracker(name, boot_id, point.after_seq, stored=stored)
 
 
 class CursorTracker:

@@ -21,6 +21,7 @@ from producers.kmsg_resume import (
     KernelRead,
     ResumePoint,
     kmsg_seq,
+    kmsg_start,
     last_seq,
     read_boot_id,
     resume_point,
@@ -66,6 +67,23 @@ def test_last_seq_of_a_kmsg_file(tmp_path: Path) -> None:
     assert last_seq(str(dev)) == 4  # a record without its newline is not there yet
     with pytest.raises(OSError):
         last_seq(str(tmp_path / "missing"))
+
+
+def test_kmsg_start_from_the_stored_cursor_or_the_rings_newest(tmp_path: Path) -> None:
+    dev = tmp_path / "kmsg"
+    dev.write_text(kmsg(0, "boot") + "\n" + kmsg(1, "later") + "\n")
+    spool = Spool(None, AgentMetrics())
+    point, tracker = kmsg_start(spool, str(dev), from_start=False)
+    assert point == ResumePoint(True, 1)
+    assert tracker.pending() == Cursor(f"kmsg:{dev}", read_boot_id(), 1)  # to store at once
+    spool.append([], Cursor(f"kmsg:{dev}", read_boot_id(), 0))
+    point, tracker = kmsg_start(spool, str(dev), from_start=False)
+    assert point == ResumePoint(True, 0)
+    assert tracker.pending() is None  # stored already
+    spool.append([], Cursor(f"kmsg:{dev}", "another boot", 0))
+    point, tracker = kmsg_start(spool, str(dev), from_start=False)
+    assert point == ResumePoint(True, None)
+    assert point == kmsg_start(spool, str(tmp_path / "missing"), from_start=False)[0]
 
 
 def kmsg(seq: int, text: str) -> str:
