@@ -59,12 +59,14 @@ class AgentSettings:
             raise ValueError("--kmsg-path: must not be empty")
 
     def spool_path(self) -> Path | None:
-        """The spool's file (one per node), or None to keep it in memory."""
+        """The spool's file, or None to keep it in memory. One per node and kind of source, so
+        an NVML agent and a kernel-log agent can run side by side on one node."""
         if self.spool_dir == NO_SPOOL:
             return None
         base = Path(self.spool_dir) if self.spool_dir else state_dir() / "agent-spool"
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.node)
-        return base / f"{safe}.sqlite"
+        kind = "file" if self.file_path() else self.source
+        return base / f"{safe}.{kind}.sqlite"
 
     def file_path(self) -> str | None:
         if self.source.startswith("file:") and len(self.source) > len("file:"):

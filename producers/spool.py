@@ -275,8 +275,8 @@ def _open(path: Path | None, sync: str) -> sqlite3.Connection:
         db.close()
         if "locked" in str(exc):
             raise SpoolBusy(
-                f"spool {path} is in use by another agent (one agent per spool: give each a "
-                "different --spool-dir or --node)"
+                f"spool {path} is in use by another agent (one spool per node and kind of "
+                "source: is this agent running already? else give each a --spool-dir)"
             ) from exc
         raise SpoolError(f"cannot open spool {path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:

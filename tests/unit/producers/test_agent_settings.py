@@ -66,15 +66,17 @@ def test_env_then_flags(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_spool_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GPUFAILOVER_STATE_DIR", str(tmp_path / "state"))
     s = settings_from_args(parse("--node", "gpu/17 a"))
-    assert s.spool_path() == tmp_path / "state" / "agent-spool" / "gpu_17_a.sqlite"
+    assert s.spool_path() == tmp_path / "state" / "agent-spool" / "gpu_17_a.nvml.sqlite"
     assert (s.spool_max_bytes, s.spool_sync, s.kmsg_path) == (64 << 20, "normal", "/dev/kmsg")
     monkeypatch.setenv("GPUFAILOVER_AGENT_SPOOL_DIR", str(tmp_path / "spool"))
     monkeypatch.setenv("GPUFAILOVER_AGENT_SPOOL_SYNC", "full")
     monkeypatch.setenv("GPUFAILOVER_AGENT_SPOOL_MAX_BYTES", str(8 << 20))
     monkeypatch.setenv("GPUFAILOVER_AGENT_KMSG_PATH", "/tmp/kmsg")
     s = settings_from_args(parse("--node", "gpu-17"))
-    assert s.spool_path() == tmp_path / "spool" / "gpu-17.sqlite"
+    assert s.spool_path() == tmp_path / "spool" / "gpu-17.nvml.sqlite"
     assert (s.spool_max_bytes, s.spool_sync, s.kmsg_path) == (8 << 20, "full", "/tmp/kmsg")
+    kmsg = settings_from_args(parse("--node", "gpu-17", "--source", "kmsg"))
+    assert kmsg.spool_path() == tmp_path / "spool" / "gpu-17.kmsg.sqlite"  # next to NVML's
     s = settings_from_args(parse("--spool-dir", "none", "--spool-sync", "normal"))
     assert (s.spool_path(), s.spool_sync) == (None, "normal")
 

@@ -59,7 +59,7 @@ def test_without_a_broker_it_says_it_is_spooling_and_stops_at_once(tmp_path: Pat
     assert took < 1.0, f"stopped {took:.2f} s after SIGTERM:\n{text}"
     assert "broker unreachable" in text
     assert "1 events not delivered: kept in" in text
-    spool = Spool(tmp_path / "state" / "agent-spool" / "gpu-017.sqlite", AgentMetrics())
+    spool = Spool(tmp_path / "state" / "agent-spool" / "gpu-017.file.sqlite", AgentMetrics())
     (kept,) = spool.head(10)
     assert (kept.item.topic, kept.item.key) == ("gpu.xid", b"gpu-017")
     spool.close()
@@ -102,7 +102,7 @@ def test_a_first_run_that_read_nothing_still_leaves_no_gap(tmp_path: Path) -> No
                 proc.wait()
         with dev.open("a") as f:  # logged while the agent is down
             f.write("4,3,300,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE\n")
-    spool = Spool(tmp_path / "spool" / "gpu-017.sqlite", AgentMetrics())
+    spool = Spool(tmp_path / "spool" / "gpu-017.kmsg.sqlite", AgentMetrics())
     (kept,) = spool.head(10)
     assert b'"xid":48' in kept.item.value  # record 3 only: not 2 (before the first run)
     cursor = spool.cursor(f"kmsg:{dev}")
