@@ -56,7 +56,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
             sync=settings.spool_sync,
         )
     except SpoolError as exc:
-        _err(str(exc))
+        _err(f"{exc} (--spool-dir sets where it is; 'none' keeps events in memory only)")
         return 1
     try:
         return _with_spool(settings, topics, metrics, spool)
