@@ -114,7 +114,7 @@ class Spool:
         self._db = _open(path, sync)
         row = self._db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM outbox").fetchone()
         self._count, self._bytes = int(row[0]), int(row[1])
-        self._gauges()
+        self.append([])  # caps lowered since the last run apply now
 
     @property
     def durable(self) -> bool:

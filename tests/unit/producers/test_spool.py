@@ -45,8 +45,11 @@ def test_records_come_back_in_order_after_a_reopen(tmp_path: Path) -> None:
     assert sample(metrics, "gpufailover_agent_spool_bytes") == 2 * item(3).size
     again.append([item(5)])
     assert values(again) == [3, 4, 5]
-    head = again.head(2)
-    assert [s.item for s in head] == [item(3), item(4)]
+    again.close()
+    smaller = Spool(path, metrics, max_records=2)  # a lower cap applies from the start
+    assert values(smaller) == [4, 5] and smaller.evicted == 1
+    head = smaller.head(2)
+    assert [s.item for s in head] == [item(4), item(5)]
     assert head[0].id < head[1].id
 
 
@@ -155,7 +158,7 @@ def test_bad_files_and_settings_are_clear_errors(tmp_path: Path) -> None:
         ({"sync": "sometimes"}, "sync"),
     ):
         with pytest.raises(ValueError, match=match):
-            Spool(None, AgentMetrics(), **kwargs)  # type: ignore[arg-type]
+            Spool(None, AgentMetrics(), **kwargs)
 
 
 # A writer that appends record i with cursor i and, like the publisher, removes acknowledged
