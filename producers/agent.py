@@ -2,8 +2,12 @@
 
 Sources (`NvmlSource`, `KernelLogSource`) run in daemon threads and hand records to the event
 loop; XIDs pass the de-duplication, health changes go straight out; all records are keyed by
-node. A source that dies stops the agent with a non-zero exit (no agent that looks alive while
-it reads nothing).
+node and go into the spool (on disk) before the broker sees them. A source that dies stops the
+agent with a non-zero exit (no agent that looks alive while it reads nothing).
+
+The /dev/kmsg source hands over `KernelRead`s (a kernel sequence number and what the record
+gave); the agent stores the cursor with the records it produced (`CursorTracker`), with each
+record, else at most once a tick, and at shutdown.
 """
 
 from __future__ import annotations
@@ -13,21 +17,24 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from deploy.topics import TopicNames
 from gpufailover.metric_labels import xid_label
-from producers.dedup import FloodDeduper
+from producers.dedup import FloodDeduper, gpu_key
+from producers.kmsg_resume import CursorTracker, KernelRead
 from producers.metrics import AgentMetrics
 from producers.publisher import BufferedPublisher
+from producers.spool import Outgoing
+from schemas.codec import dumps
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 
 log = logging.getLogger(__name__)
 
 Record = GpuXid | GpuHealth
-Sink = Callable[[Record], None]
+Sink = Callable[[Record | KernelRead], None]
 
 
 class Source(Protocol):
@@ -50,6 +57,7 @@ class Agent:
         dedup_window_s: float = 60.0,
         drain_timeout_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        cursor: CursorTracker | None = None,
     ) -> None:
         self.topics = topics
         self.publisher = publisher
@@ -57,30 +65,60 @@ class Agent:
         self.deduper = FloodDeduper(dedup_window_s)
         self.drain_timeout_s = drain_timeout_s
         self.clock = clock
+        self.cursor = cursor
         self._stop = asyncio.Event()
 
     def stop(self) -> None:
         self._stop.set()
 
     # -- on the event loop ----------------------------------------------------------------
-    def emit(self, rec: Record) -> None:
-        if isinstance(rec, GpuXid):
-            self.metrics.xids.labels(code=xid_label(rec.xid)).inc(rec.count)
-            before = self.deduper.suppressed
-            for out in self.deduper.offer(rec, self.clock()):
-                self._publish(out)
-            self.metrics.suppressed.inc(self.deduper.suppressed - before)
+    def emit(self, item: Record | KernelRead) -> None:
+        if isinstance(item, KernelRead):
+            self._kernel_read(item)
         else:
-            self.metrics.health_conditions.labels(condition=rec.condition).inc()
-            self._publish(rec)
+            self._publish(self._through_dedup(item))
 
-    def _publish(self, rec: Record) -> None:
+    def _through_dedup(self, rec: Record) -> list[Record]:
+        if isinstance(rec, GpuHealth):
+            self.metrics.health_conditions.labels(condition=rec.condition).inc()
+            return [rec]
+        self.metrics.xids.labels(code=xid_label(rec.xid)).inc(rec.count)
+        before = self.deduper.suppressed
+        out: list[Record] = list(self.deduper.offer(rec, self.clock()))
+        self.metrics.suppressed.inc(self.deduper.suppressed - before)
+        return out
+
+    def _kernel_read(self, read: KernelRead) -> None:
+        out = [] if read.record is None else self._through_dedup(read.record)
+        if self.cursor is not None:
+            if isinstance(read.record, GpuXid):
+                key = gpu_key(read.record)
+                if out:  # a new window: any earlier folds of this key went out with it
+                    self.cursor.released([key])
+                else:
+                    self.cursor.folded(key)
+            self.cursor.advance(read.seq)
+        if out:  # lines without records move the cursor at the next tick
+            self._publish(out)
+
+    def _publish(self, records: Sequence[Record]) -> None:
+        items = [self._outgoing(rec) for rec in records]
+        cursor = self.cursor.pending() if self.cursor is not None else None
+        if not items and cursor is None:
+            return
+        if self.publisher.accept(items, cursor) and cursor is not None:
+            assert self.cursor is not None
+            self.cursor.saved(cursor)
+
+    def _outgoing(self, rec: Record) -> Outgoing:
         logical = "gpu.xid" if isinstance(rec, GpuXid) else "gpu.health"
-        self.publisher.submit(logical, self.topics.name(logical), rec.node, rec.to_dict())
+        return Outgoing(logical, self.topics.name(logical), rec.node.encode(), dumps(rec.to_dict()))
 
     def flush_due(self) -> None:
-        for out in self.deduper.due(self.clock()):
-            self._publish(out)
+        summaries = self.deduper.due(self.clock())
+        if self.cursor is not None:
+            self.cursor.released([gpu_key(x) for x in summaries])
+        self._publish(summaries)
 
     async def _tick(self) -> None:
         period = max(0.05, min(1.0, self.deduper.window_s / 4))
@@ -94,7 +132,7 @@ class Agent:
         """Run until `stop()` or a source fails; drain; return the exit status."""
         loop = asyncio.get_running_loop()
 
-        def sink(rec: Record) -> None:
+        def sink(rec: Record | KernelRead) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is closing
                 loop.call_soon_threadsafe(self.emit, rec)
 
@@ -135,20 +173,26 @@ class Agent:
         if source_futs:
             await asyncio.wait(source_futs, timeout=10.0)
         # (a source's last records were handed over before its future settled: emitted by now)
-        for out in self.deduper.drain():
-            self._publish(out)
+        summaries = self.deduper.drain()
+        if self.cursor is not None:
+            self.cursor.release_all()
+        self._publish(summaries)
         tick_task.cancel()
         stop_task.cancel()
         self.publisher.close()
+        spool = self.publisher.spool
+        if not pub_task.done() and spool.durable and not self.publisher.connected.is_set():
+            pub_task.cancel()  # no broker to drain to: what is spooled waits on disk
         if not pub_task.done():
             await asyncio.wait({pub_task}, timeout=self.drain_timeout_s)
         if not pub_task.done():
             pub_task.cancel()
-        if len(self.publisher.buffer):
-            log.error(
-                "stopping with %d events not delivered (broker unreachable)",
-                len(self.publisher.buffer),
-            )
+        if len(spool) and spool.durable:
+            log.warning("stopping with %d events not delivered: kept in %s for the next start",
+                        len(spool), spool.where)  # fmt: skip
+        elif len(spool):
+            log.error("stopping with %d events not delivered (broker unreachable, no spool "
+                      "on disk): lost", len(spool))  # fmt: skip
         await asyncio.gather(pub_task, tick_task, stop_task, return_exceptions=True)
 
 

@@ -35,8 +35,7 @@ def _err(message: str) -> None:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from deploy.topics import TopicNames, default_prefix
-    from producers.metrics import AgentMetrics, serve_metrics
-    from producers.nvml_source import NvmlError, NvmlUnavailable
+    from producers.metrics import AgentMetrics
 
     try:
         settings = settings_from_args(args)
@@ -45,9 +44,33 @@ def cmd_agent(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"error: {exc}")
         return EXIT_BAD_ARGS
+    from producers.spool import Spool, SpoolError
+
     metrics = AgentMetrics()
     try:
-        sources, cleanup = build_sources(settings, metrics)
+        spool = Spool(
+            settings.spool_path(),
+            metrics,
+            max_records=settings.buffer_size,
+            max_bytes=settings.spool_max_bytes,
+            sync=settings.spool_sync,
+        )
+    except SpoolError as exc:
+        _err(f"{exc} (--spool-dir sets where it is; 'none' keeps events in memory only)")
+        return 1
+    try:
+        return _with_spool(settings, topics, metrics, spool)
+    finally:
+        spool.close()
+
+
+def _with_spool(settings: AgentSettings, topics: Any, metrics: Any, spool: Any) -> int:
+    from producers.nvml_source import NvmlError, NvmlUnavailable
+
+    if len(spool):
+        log.info("%d events from an earlier run wait in %s: sent first", len(spool), spool.where)
+    try:
+        sources, cleanup, cursor = build_sources(settings, metrics, spool)
     except NvmlUnavailable as exc:
         _err(
             f"NVML is not available on this machine ({exc}). The nvml source needs the NVIDIA "
@@ -58,9 +81,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
     except NvmlError as exc:
         _err(f"NVML failed to start: {exc}")
         return 1
+    from producers.metrics import serve_metrics
+
     try:
         serve_metrics(metrics, settings.metrics_port)
-        return asyncio.run(_run(settings, topics, metrics, sources))
+        return asyncio.run(_run(settings, topics, metrics, sources, spool, cursor))
     except OSError as exc:
         _err(f"cannot serve metrics on port {settings.metrics_port}: {exc}")
         return 1
@@ -68,9 +93,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
         cleanup()
 
 
-def build_sources(settings: AgentSettings, metrics: Any) -> tuple[list[Any], Callable[[], None]]:
-    """The configured source and what to call when the agent stops."""
+def build_sources(
+    settings: AgentSettings, metrics: Any, spool: Any
+) -> tuple[list[Any], Callable[[], None], Any]:
+    """The configured source, what to call when the agent stops, and the kernel-log cursor
+    tracker (/dev/kmsg only, else None)."""
     from producers.kmsg import GpuDirectory, KernelLogSource
+    from producers.kmsg_resume import kmsg_start
     from producers.nvml_source import PynvmlBackend
     from producers.nvml_watch import NvmlSource
 
@@ -85,28 +114,37 @@ def build_sources(settings: AgentSettings, metrics: Any) -> tuple[list[Any], Cal
         )
         gpus = source.start()
         log.info("NVML: %d GPUs: %s", len(gpus), ", ".join(f"{g.index}={g.uuid}" for g in gpus))
-        return [source], backend.shutdown
+        return [source], backend.shutdown, None
 
     directory = _directory_from_nvml(GpuDirectory())
+    from_start, resume_after, cursor = settings.from_start, None, None
+    if settings.source == "kmsg":
+        point, cursor = kmsg_start(spool, settings.kmsg_path, settings.from_start)
+        from_start, resume_after = point.from_start, point.after_seq
     source_log = KernelLogSource(
         settings.source,
-        _follower(settings),
+        _follower(settings, from_start),
         settings.node,
         directory,
         metrics,
         kernel_time=settings.source == "kmsg",
+        sequenced=settings.source == "kmsg",
+        resume_after=resume_after,
     )
-    return [source_log], lambda: None
+    return [source_log], lambda: None, cursor
 
 
-def _follower(settings: AgentSettings) -> Callable[[threading.Event], Iterator[str]]:
+def _follower(
+    settings: AgentSettings, from_start: bool
+) -> Callable[[threading.Event], Iterator[str]]:
     from producers import kmsg_follow
 
-    path, from_start = settings.file_path(), settings.from_start
+    path = settings.file_path()
     if path is not None:
         return lambda stop: kmsg_follow.follow_file(path, stop, from_start=from_start)
     if settings.source == "kmsg":
-        return lambda stop: kmsg_follow.follow_kmsg(stop, from_start=from_start)
+        device = settings.kmsg_path
+        return lambda stop: kmsg_follow.follow_kmsg(stop, device, from_start=from_start)
     return lambda stop: kmsg_follow.follow_journal(stop)
 
 
@@ -130,16 +168,23 @@ def _directory_from_nvml(directory: Any) -> Any:
     return directory
 
 
-async def _run(settings: AgentSettings, topics: Any, metrics: Any, sources: list[Any]) -> int:
+async def _run(
+    settings: AgentSettings,
+    topics: Any,
+    metrics: Any,
+    sources: list[Any],
+    spool: Any,
+    cursor: Any,
+) -> int:
     from gpufailover.kafka import make_producer
     from gpufailover.settings import default_bootstrap
     from producers.agent import Agent
-    from producers.publisher import BufferedPublisher, EventBuffer
+    from producers.publisher import BufferedPublisher
 
     bootstrap = settings.bootstrap or default_bootstrap()
     publisher = BufferedPublisher(
         lambda: make_producer(bootstrap, f"gpufailover-agent-{settings.node}"),
-        EventBuffer(settings.buffer_size, metrics),
+        spool,
         metrics,
     )
     agent = Agent(
@@ -148,17 +193,19 @@ async def _run(settings: AgentSettings, topics: Any, metrics: Any, sources: list
         metrics,
         dedup_window_s=settings.dedup_window_s,
         drain_timeout_s=settings.drain_timeout_s,
+        cursor=cursor,
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.stop)
     log.info(
-        "agent on node %s: source %s -> %s (%s, %s)",
+        "agent on node %s: source %s -> %s (%s, %s), spool %s",
         settings.node,
         settings.source,
         bootstrap,
         topics.gpu_xid,
         topics.gpu_health,
+        spool.where,
     )
     status = await agent.run(sources)
     log.info("agent stopped (exit %d)", status)

@@ -6,12 +6,16 @@ import argparse
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from gpufailover.settings import env_bool, env_float, env_int, env_str
+from gpufailover.settings import env_bool, env_float, env_int, env_str, state_dir
 from producers.health import HealthThresholds
+from producers.spool import SYNC_MODES
 
 SOURCES = ("nvml", "kmsg", "journal", "file:PATH")
+NO_SPOOL = "none"
+DEFAULT_SPOOL_MAX_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,10 @@ class AgentSettings:
     buffer_size: int = 10_000
     metrics_port: int = 0
     drain_timeout_s: float = 10.0
+    spool_dir: str = ""  # "" = the default under the state dir; "none" = in memory
+    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES
+    spool_sync: str = "normal"
+    kmsg_path: str = "/dev/kmsg"
     thresholds: HealthThresholds = field(default_factory=HealthThresholds)
 
     def __post_init__(self) -> None:
@@ -41,6 +49,24 @@ class AgentSettings:
             raise ValueError(f"--buffer-size must be >= 1, got {self.buffer_size}")
         if not 0 <= self.metrics_port <= 65535:
             raise ValueError(f"--metrics-port must be 0..65535, got {self.metrics_port}")
+        if self.spool_max_bytes < 1 << 20:
+            raise ValueError(f"--spool-max-bytes must be >= 1 MiB, got {self.spool_max_bytes}")
+        if self.spool_sync not in SYNC_MODES:
+            raise ValueError(
+                f"--spool-sync {self.spool_sync!r}: expected one of {', '.join(SYNC_MODES)}"
+            )
+        if not self.kmsg_path:
+            raise ValueError("--kmsg-path: must not be empty")
+
+    def spool_path(self) -> Path | None:
+        """The spool's file, or None to keep it in memory. One per node and kind of source, so
+        an NVML agent and a kernel-log agent can run side by side on one node."""
+        if self.spool_dir == NO_SPOOL:
+            return None
+        base = Path(self.spool_dir) if self.spool_dir else state_dir() / "agent-spool"
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.node)
+        kind = "file" if self.file_path() else self.source
+        return base / f"{safe}.{kind}.sqlite"
 
     def file_path(self) -> str | None:
         if self.source.startswith("file:") and len(self.source) > len("file:"):
@@ -59,11 +85,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--interval", float, f"NVML health sampling period, s ({env}SAMPLE_INTERVAL_S, 10)"),
         ("--dedup-window", float, f"fold repeats of an XID on a GPU within this many s; 0 = off "
                                   f"({env}DEDUP_WINDOW_S, 60)"),
-        ("--buffer-size", int, f"events kept while the broker is unreachable; the oldest are "
-                               f"dropped beyond it ({env}BUFFER_SIZE, 10000)"),
+        ("--buffer-size", int, f"events kept in the spool while the broker is unreachable; the "
+                               f"oldest are evicted beyond it ({env}BUFFER_SIZE, 10000)"),
+        ("--spool-dir", str, f"directory of the on-disk spool of events not yet acknowledged "
+                             f"(and the /dev/kmsg cursor); 'none' keeps them in memory, lost on "
+                             f"restart ({env}SPOOL_DIR, default "
+                             f"$GPUFAILOVER_STATE_DIR/agent-spool)"),
+        ("--spool-max-bytes", int, f"byte cap of the spool, oldest evicted beyond it "
+                                   f"({env}SPOOL_MAX_BYTES, {DEFAULT_SPOOL_MAX_BYTES})"),
+        ("--spool-sync", str, f"normal: spooled events survive the agent's crash; full: also "
+                              f"the host's power loss, one fsync per write ({env}SPOOL_SYNC, "
+                              f"normal)"),
+        ("--kmsg-path", str, f"the kernel log device of --source kmsg ({env}KMSG_PATH, "
+                             f"/dev/kmsg)"),
         ("--metrics-port", int, f"Prometheus /metrics port, 0 = off ({env}METRICS_PORT, 0)"),
-        ("--drain-timeout", float, f"s to deliver buffered events on shutdown "
-                                   f"({env}DRAIN_TIMEOUT_S, 10)"),
+        ("--drain-timeout", float, f"s to deliver spooled events on shutdown while connected; "
+                                   f"with the broker unreachable the agent stops at once "
+                                   f"(the spool keeps them) ({env}DRAIN_TIMEOUT_S, 10)"),
         ("--pcie-replays-per-min", float, f"PCIe replays/min above which 'pcie' fires "
                                           f"({env}PCIE_REPLAYS_PER_MIN, "
                                           f"{d.pcie_replays_per_min:g})"),
@@ -127,5 +165,9 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         buffer_size=_int(args.buffer_size, e + "BUFFER_SIZE", 10_000),
         metrics_port=_int(args.metrics_port, e + "METRICS_PORT", 0),
         drain_timeout_s=_float(args.drain_timeout, e + "DRAIN_TIMEOUT_S", 10.0),
+        spool_dir=args.spool_dir or env_str(e + "SPOOL_DIR", ""),
+        spool_max_bytes=_int(args.spool_max_bytes, e + "SPOOL_MAX_BYTES", DEFAULT_SPOOL_MAX_BYTES),
+        spool_sync=args.spool_sync or env_str(e + "SPOOL_SYNC", "normal"),
+        kmsg_path=args.kmsg_path or env_str(e + "KMSG_PATH", "/dev/kmsg"),
         thresholds=thresholds,
     )

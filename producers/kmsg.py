@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from producers.kmsg_resume import KernelRead, kmsg_seq
 from producers.metrics import AgentMetrics
 from producers.nvml_source import normalize_pci
 from schemas.health import GpuHealth
@@ -169,12 +170,16 @@ def _message(x: KernelXid) -> str:
     return x.text
 
 
-Sink = Callable[[GpuXid | GpuHealth], None]
+Sink = Callable[[GpuXid | GpuHealth | KernelRead], None]
 LineFollower = Callable[[threading.Event], Iterator[str]]
 
 
 class KernelLogSource:
-    """`Source` over kernel-log lines from a follower (/dev/kmsg, journalctl, or a file)."""
+    """`Source` over kernel-log lines from a follower (/dev/kmsg, journalctl, or a file).
+
+    With `sequenced` (/dev/kmsg), every record is handed over as a `KernelRead` carrying the
+    kernel's sequence number, so the agent can store how far it got; records up to
+    `resume_after` were published by an earlier run and only teach the GPU directory."""
 
     def __init__(
         self,
@@ -185,6 +190,8 @@ class KernelLogSource:
         metrics: AgentMetrics,
         *,
         kernel_time: bool = False,
+        sequenced: bool = False,
+        resume_after: int | None = None,
         now_ms: Callable[[], int] | None = None,
     ) -> None:
         self.name = name
@@ -195,6 +202,9 @@ class KernelLogSource:
         # /dev/kmsg stamps are CLOCK_MONOTONIC-like microseconds since boot.
         self.boot_ms = (time.time() - time.monotonic()) * 1000.0 if kernel_time else None
         self.now_ms = now_ms or (lambda: time.time_ns() // 1_000_000)
+        self.sequenced = sequenced
+        self.resume_after = resume_after
+        self._gap_checked = resume_after is None
         self._stop = threading.Event()
         self.lines = 0
 
@@ -207,9 +217,35 @@ class KernelLogSource:
             self.handle_line(line, sink)
 
     def handle_line(self, line: str, sink: Sink) -> None:
+        seq = kmsg_seq(line) if self.sequenced else None
+        if seq is None:
+            rec = self.record_for(line)
+            if rec is not None:
+                sink(rec)
+            return
+        if self.resume_after is not None and seq <= self.resume_after:
+            mapping = parse_line(line)  # published before: only what it says about GPUs
+            if isinstance(mapping, GpuMapping):
+                self.directory.learn(mapping.pci_bus_id, uuid=mapping.gpu_uuid)
+            return
+        if not self._gap_checked:
+            self._gap_checked = True
+            assert self.resume_after is not None
+            if seq > self.resume_after + 1:
+                log.warning(
+                    "%s: kernel records %d..%d were overwritten in the ring buffer while the "
+                    "agent was down: lost",
+                    self.name,
+                    self.resume_after + 1,
+                    seq - 1,
+                )
+        sink(KernelRead(seq, self.record_for(line)))
+
+    def record_for(self, line: str) -> GpuXid | GpuHealth | None:
+        """The record a line gives (after learning what it says about GPUs), if any."""
         result = parse_line(line)
         if result is None:
-            return
+            return None
         if isinstance(result, Unparsed):
             self.metrics.unparsed.inc()
             log.debug("unparsed Xid line: %r", line[:300])
@@ -217,11 +253,11 @@ class KernelLogSource:
             self.directory.learn(result.pci_bus_id, uuid=result.gpu_uuid)
         elif result.switch is not None:
             if result.fatal_sxid:
-                sink(self._sxid_health(result))
-            else:
-                log.info("%s SXid %d (non-fatal): %s", result.switch, result.code, result.text)
+                return self._sxid_health(result)
+            log.info("%s SXid %d (non-fatal): %s", result.switch, result.code, result.text)
         else:
-            sink(self._xid_record(result))
+            return self._xid_record(result)
+        return None
 
     def _ts(self, x: KernelXid) -> int:
         if self.boot_ms is not None and x.boot_usec is not None:

@@ -24,12 +24,17 @@ class AgentMetrics:
         )
         self.buffer_depth = Gauge(
             "gpufailover_agent_buffer_depth",
-            "events waiting in memory for the broker",
+            "events in the spool waiting for the broker's acknowledgement",
+            registry=r,
+        )
+        self.spool_bytes = Gauge(
+            "gpufailover_agent_spool_bytes",
+            "bytes (keys, values, topic names) of the events in the spool",
             registry=r,
         )
         self.dropped = Counter(
             "gpufailover_agent_dropped_events_total",
-            "events dropped because the in-memory buffer was full",
+            "events dropped: evicted (oldest first) from a full spool, or refused as too big",
             registry=r,
         )
         self.unparsed = Counter(

@@ -50,7 +50,7 @@ async def test_agent_publishes_an_xid_79_from_a_kernel_log_file(
             str(metrics_port),
         ],
         tmp_path / "agent.log",
-        {},
+        {"GPUFAILOVER_AGENT_SPOOL_DIR": str(tmp_path / "spool")},
     )
     with agent:
         started = time.time_ns() // 1_000_000
@@ -204,7 +204,7 @@ async def test_agent_and_publish_cli_feed_the_classifier_to_a_hardware_decision(
         ["agent", "--source", f"file:{log}", "--from-start", "--node", "gpu-node-17",
          "--bootstrap", kafka_bootstrap, "--topic-prefix", n.prefix],
         tmp_path / "agent.log",
-        {},
+        {"GPUFAILOVER_AGENT_SPOOL_DIR": str(tmp_path / "spool")},
     )  # fmt: skip
     with agent:
         await wait_for(kafka_bootstrap, [n.gpu_xid], lambda r: len(r) >= 1)

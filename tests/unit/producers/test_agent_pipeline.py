@@ -1,4 +1,4 @@
-"""The agent without a broker: buffer bound, publisher retries, de-dup and source failures.
+"""The agent without a broker: spool bound, publisher retries, de-dup and source failures.
 
 The producer here is a scripted stand-in for aiokafka's (the broker path is proven in
 tests/integration/test_producers.py)."""
@@ -8,16 +8,17 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
 from deploy.topics import TopicNames
 from producers.agent import Agent, Sink
 from producers.metrics import AgentMetrics
-from producers.publisher import BufferedPublisher, EventBuffer, Outgoing
+from producers.publisher import BufferedPublisher
+from producers.spool import Cursor, Spool
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 
@@ -38,19 +39,25 @@ class ScriptedProducer:
     async def stop(self) -> None:
         self.stopped = True
 
-    async def send_and_wait(self, topic: str, value: bytes, key: bytes | None = None) -> Any:
-        if self.broker.failing_sends:
-            self.broker.failing_sends -= 1
-            raise KafkaTimeoutError()
+    async def send(self, topic: str, value: bytes, key: bytes | None = None) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        once = orjson.loads(value).get("i") in self.broker.fail_once
+        if self.broker.failing_sends or once:
+            self.broker.failing_sends = max(0, self.broker.failing_sends - 1)
+            self.broker.fail_once.discard(orjson.loads(value).get("i"))
+            fut.set_exception(KafkaTimeoutError())
+            return fut
         self.broker.log.append((topic, key, orjson.loads(value)))
         self.broker.changed.set()
-        return None
+        fut.set_result(None)
+        return fut
 
 
 class Broker:
     def __init__(self, down: bool = False) -> None:
         self.down = down
         self.failing_sends = 0
+        self.fail_once: set[int] = set()  # values {"i": n} whose first send fails
         self.starts = 0
         self.log: list[tuple[str, bytes | None, Any]] = []
         self.changed = asyncio.Event()  # set on every start, send and buffered record
@@ -67,44 +74,28 @@ class Broker:
     async def wait_for(self, n: int) -> None:
         await self.until(lambda: len(self.log) >= n)
 
-    def watch(self, buffer: EventBuffer) -> None:
-        """Wake `until` whenever a record is buffered."""
-        put = buffer.put
+    def watch(self, spool: Spool) -> None:
+        """Wake `until` whenever a record is spooled."""
+        append = spool.append
 
-        def put_and_signal(item: Outgoing) -> None:
-            put(item)
+        def append_and_signal(items: Any, cursor: Cursor | None = None) -> None:
+            append(items, cursor)
             self.changed.set()
 
-        buffer.put = put_and_signal  # type: ignore[method-assign]
+        spool.append = append_and_signal  # type: ignore[method-assign]
 
 
-def make_publisher(broker: Broker, capacity: int = 100) -> tuple[BufferedPublisher, AgentMetrics]:
+def make_publisher(
+    broker: Broker, capacity: int = 100, spool_path: Path | None = None
+) -> tuple[BufferedPublisher, AgentMetrics]:
     metrics = AgentMetrics()
-    buffer = EventBuffer(capacity, metrics)
-    return BufferedPublisher(broker.factory(), buffer, metrics, backoff_s=(0.001, 0.01)), metrics
+    spool = Spool(spool_path, metrics, max_records=capacity)
+    return BufferedPublisher(broker.factory(), spool, metrics, backoff_s=(0.001, 0.01)), metrics
 
 
 def sample(metrics: AgentMetrics, name: str, **labels: str) -> float:
     value = metrics.registry.get_sample_value(name, labels)
     return 0.0 if value is None else value
-
-
-def test_the_buffer_drops_the_oldest_when_full_and_counts() -> None:
-    metrics = AgentMetrics()
-    buf = EventBuffer(3, metrics)
-    items = [Outgoing("gpu.xid", "t", b"k", str(i).encode()) for i in range(5)]
-    for item in items:
-        buf.put(item)
-    assert len(buf) == 3 and buf.dropped == 2
-    assert buf.peek() is items[2]
-    assert sample(metrics, "gpufailover_agent_dropped_events_total") == 2
-    assert sample(metrics, "gpufailover_agent_buffer_depth") == 3
-    buf.remove(items[0])  # no longer the head: nothing happens
-    assert len(buf) == 3
-    buf.remove(items[2])
-    assert buf.peek() is items[3]
-    with pytest.raises(ValueError, match="capacity"):
-        EventBuffer(0, metrics)
 
 
 async def test_buffered_while_the_broker_is_down_then_delivered_in_order() -> None:
@@ -137,7 +128,36 @@ async def test_a_failed_send_is_retried_not_skipped() -> None:
     publisher.close()
     await asyncio.wait_for(task, 10)
     assert [v["i"] for _, _, v in broker.log] == [1, 2]
-    assert broker.starts == 3  # reconnected after each failure
+    assert broker.starts == 2  # one batch failed (both sends): reconnected once
+
+
+async def test_only_what_was_not_acknowledged_is_sent_again() -> None:
+    broker = Broker()
+    broker.fail_once = {2}
+    publisher, metrics = make_publisher(broker)
+    for i in range(1, 5):
+        publisher.submit("gpu.xid", "gpu.xid", "node-a", {"i": i})
+    task = asyncio.create_task(publisher.run())
+    await broker.wait_for(4)
+    publisher.close()
+    await asyncio.wait_for(task, 10)
+    # 1, 3, 4 acknowledged in the first batch, 2 failed: only 2 is sent again, none twice
+    assert [v["i"] for _, _, v in broker.log] == [1, 3, 4, 2]
+    assert (len(publisher.spool), publisher.published) == (0, 4)
+    assert sample(metrics, "gpufailover_agent_published_total", topic="gpu.xid") == 4
+
+
+async def test_closing_with_the_broker_down_leaves_a_durable_spool_at_once(
+    tmp_path: Path,
+) -> None:
+    broker = Broker(down=True)
+    publisher, _ = make_publisher(broker, spool_path=tmp_path / "spool.sqlite")
+    publisher.submit("gpu.xid", "gpu.xid", "node-a", {"i": 1})
+    task = asyncio.create_task(publisher.run())
+    await broker.until(lambda: broker.starts >= 1)
+    publisher.close()
+    await asyncio.wait_for(task, 1)  # not the backoff, not a drain timeout
+    assert len(publisher.spool) == 1 and broker.log == []
 
 
 class ListSource:
@@ -198,12 +218,12 @@ async def test_shutdown_with_the_broker_down_gives_up_after_the_drain_timeout() 
     publisher, metrics = make_publisher(broker)
     agent = Agent(TopicNames(""), publisher, metrics, drain_timeout_s=0.05)
     source = ListSource([xid(79, 1)])
-    broker.watch(publisher.buffer)
+    broker.watch(publisher.spool)
     run = asyncio.create_task(agent.run([source]))
-    await broker.until(lambda: len(publisher.buffer) == 1)
+    await broker.until(lambda: len(publisher.spool) == 1)
     agent.stop()
     assert await asyncio.wait_for(run, 10) == 0
-    assert len(publisher.buffer) == 1 and broker.log == []
+    assert len(publisher.spool) == 1 and broker.log == []
 
 
 async def test_repeats_are_flushed_by_the_tick_when_the_window_closes() -> None:

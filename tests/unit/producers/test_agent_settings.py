@@ -6,6 +6,7 @@ import argparse
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -62,6 +63,24 @@ def test_env_then_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+def test_spool_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GPUFAILOVER_STATE_DIR", str(tmp_path / "state"))
+    s = settings_from_args(parse("--node", "gpu/17 a"))
+    assert s.spool_path() == tmp_path / "state" / "agent-spool" / "gpu_17_a.nvml.sqlite"
+    assert (s.spool_max_bytes, s.spool_sync, s.kmsg_path) == (64 << 20, "normal", "/dev/kmsg")
+    monkeypatch.setenv("GPUFAILOVER_AGENT_SPOOL_DIR", str(tmp_path / "spool"))
+    monkeypatch.setenv("GPUFAILOVER_AGENT_SPOOL_SYNC", "full")
+    monkeypatch.setenv("GPUFAILOVER_AGENT_SPOOL_MAX_BYTES", str(8 << 20))
+    monkeypatch.setenv("GPUFAILOVER_AGENT_KMSG_PATH", "/tmp/kmsg")
+    s = settings_from_args(parse("--node", "gpu-17"))
+    assert s.spool_path() == tmp_path / "spool" / "gpu-17.nvml.sqlite"
+    assert (s.spool_max_bytes, s.spool_sync, s.kmsg_path) == (8 << 20, "full", "/tmp/kmsg")
+    kmsg = settings_from_args(parse("--node", "gpu-17", "--source", "kmsg"))
+    assert kmsg.spool_path() == tmp_path / "spool" / "gpu-17.kmsg.sqlite"  # next to NVML's
+    s = settings_from_args(parse("--spool-dir", "none", "--spool-sync", "normal"))
+    assert (s.spool_path(), s.spool_sync) == (None, "normal")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -71,6 +90,8 @@ def test_env_then_flags(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--buffer-size", "0"], "--buffer-size"),
         (["--metrics-port", "70000"], "--metrics-port"),
         (["--dedup-window", "-1"], "--dedup-window"),
+        (["--spool-max-bytes", "1000"], "--spool-max-bytes"),
+        (["--spool-sync", "sometimes"], "--spool-sync"),
     ],
 )
 def test_invalid_settings(argv: list[str], message: str) -> None:
@@ -102,7 +123,7 @@ def test_metrics_live_on_the_injected_registry_without_node_labels() -> None:
 
 def agent(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpufailover", "agent", *args],
+        [sys.executable, "-m", "gpufailover", "agent", "--spool-dir", "none", *args],
         capture_output=True,
         text=True,
         timeout=60,
