@@ -128,7 +128,7 @@ def pipeline(
         "agent": Service(
             ["agent", "--source", f"file:{kernel_log}", "--from-start", "--node", "gpu-node-17",
              "--bootstrap", bootstrap, "--topic-prefix", names.prefix,
-             "--metrics-port", str(ports["agent"])],
+             "--metrics-port", str(ports["agent"]), "--spool-dir", str(tmp / "spool")],
             tmp / "agent.log", {},
         ),
     }  # fmt: skip
