@@ -48,7 +48,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def main(stop: asyncio.Event, registry: Any) -> None:
         await run_quarantine(settings, stop, registry=registry)
 
-    return run_standalone("quarantine", main, settings.common.metrics_port)
+    common = settings.common
+    return run_standalone("quarantine", main, common.metrics_port, common.metrics_host)
 
 
 def cmd_release(args: argparse.Namespace) -> int:

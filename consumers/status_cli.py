@@ -54,4 +54,5 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def main(stop: asyncio.Event, registry: Any) -> None:
         await run_job_status(settings, stop, registry=registry)
 
-    return run_standalone("job-status", main, settings.common.metrics_port)
+    common = settings.common
+    return run_standalone("job-status", main, common.metrics_port, common.metrics_host)

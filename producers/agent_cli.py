@@ -59,7 +59,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         _err(f"NVML failed to start: {exc}")
         return 1
     try:
-        serve_metrics(metrics, settings.metrics_port)
+        serve_metrics(metrics, settings.metrics_port, settings.metrics_host)
         return asyncio.run(_run(settings, topics, metrics, sources))
     except OSError as exc:
         _err(f"cannot serve metrics on port {settings.metrics_port}: {exc}")
@@ -138,7 +138,9 @@ async def _run(settings: AgentSettings, topics: Any, metrics: Any, sources: list
 
     bootstrap = settings.bootstrap or default_bootstrap()
     publisher = BufferedPublisher(
-        lambda: make_producer(bootstrap, f"gpufailover-agent-{settings.node}"),
+        lambda: make_producer(
+            bootstrap, f"gpufailover-agent-{settings.node}", security=settings.security
+        ),
         EventBuffer(settings.buffer_size, metrics),
         metrics,
     )

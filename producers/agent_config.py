@@ -8,7 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufailover.settings import env_bool, env_float, env_int, env_str
+from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
+from gpufailover.settings import (
+    DEFAULT_METRICS_HOST,
+    env_bool,
+    env_float,
+    env_int,
+    env_str,
+    metrics_host,
+)
 from producers.health import HealthThresholds
 
 SOURCES = ("nvml", "kmsg", "journal", "file:PATH")
@@ -27,6 +35,8 @@ class AgentSettings:
     metrics_port: int = 0
     drain_timeout_s: float = 10.0
     thresholds: HealthThresholds = field(default_factory=HealthThresholds)
+    metrics_host: str = DEFAULT_METRICS_HOST
+    security: KafkaSecurity = PLAINTEXT
 
     def __post_init__(self) -> None:
         if not self.node:
@@ -87,6 +97,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kernel-log sources: read what is there already instead of starting at the end "
         f"({env}FROM_START)",
     )
+    parser.add_argument(
+        "--metrics-host",
+        default=None,
+        help="address the metrics server binds (env GPUFAILOVER_METRICS_HOST, default "
+        f"{DEFAULT_METRICS_HOST}; 0.0.0.0 lets a Prometheus elsewhere scrape it)",
+    )
+    add_security_arguments(parser)
 
 
 def _float(flag: float | None, env: str, default: float) -> float:
@@ -128,4 +145,6 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         metrics_port=_int(args.metrics_port, e + "METRICS_PORT", 0),
         drain_timeout_s=_float(args.drain_timeout, e + "DRAIN_TIMEOUT_S", 10.0),
         thresholds=thresholds,
+        metrics_host=args.metrics_host or metrics_host(),
+        security=KafkaSecurity.build(args),
     )
