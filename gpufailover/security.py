@@ -175,8 +175,21 @@ def _read_password(path: str | None) -> str | None:
     return os.environ.get("GPUFAILOVER_SASL_PASSWORD") or None
 
 
+class _RefusePassword(argparse.Action):
+    """`--sasl-password VALUE` is refused (without echoing VALUE): a flag value shows in `ps`
+    and shell history. Declared so that argparse does not take it as an abbreviation of
+    `--sasl-password-file`."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        parser.error(
+            "--sasl-password: a password is never taken from the command line; use "
+            "--sasl-password-file FILE or the GPUFAILOVER_SASL_PASSWORD env var"
+        )
+
+
 def add_security_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     """The security flags (`suppress`: on a sub-action's parser, not clobbering the parent's)."""
+    parser.add_argument("--sasl-password", action=_RefusePassword, help=argparse.SUPPRESS)
     choices = {"--security-protocol": PROTOCOLS, "--sasl-mechanism": MECHANISMS}
     for flag, env, text in OPTIONS:
         parser.add_argument(

@@ -102,7 +102,7 @@ async def run_quarantine(
             bootstrap=common.bootstrap,
             group_id=common.group_id,
             transactional_id=common.transactional_id,
-            topics=(names.quarantine_requests, names.failover_decisions, names.failover_alerts),
+            topics=(names.quarantine_requests, names.failover_decisions, names.operators_audit),
             names=names,
             security=common.security,
         )

@@ -102,3 +102,28 @@ async def publish(
     finally:
         await producer.stop()
     return md.partition, md.offset
+
+
+async def publish_atomically(
+    bootstrap: str,
+    records: Sequence[tuple[str, str, bytes]],
+    *,
+    transactional_id: str,
+    security: KafkaSecurity = PLAINTEXT,
+) -> list[tuple[int, int]]:
+    """Publish (topic, key, value) records in one Kafka transaction: all or none are read by
+    read_committed consumers. (partition, offset) of each."""
+    producer = make_producer(
+        bootstrap, "gpufailover-cli", security=security, transactional_id=transactional_id
+    )
+    await producer.start()
+    try:
+        async with producer.transaction():
+            futures = [
+                await producer.send(topic, value, key=key.encode("utf-8"))
+                for topic, key, value in records
+            ]
+        sent = [await fut for fut in futures]
+    finally:
+        await producer.stop()
+    return [(md.partition, md.offset) for md in sent]
