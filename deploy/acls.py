@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from deploy.topics import SPECS, TopicNames
+from deploy.topics import SPECS, TOPICS, TopicNames
 
 
 class Resource(enum.IntEnum):
@@ -59,6 +59,7 @@ class Role:
     transactional_ids: tuple[str, ...] = ()
     # Topics it may create and use by name prefix (a faust app's changelogs).
     owns_topic_prefix: str | None = None
+    creates: bool = False  # may create (and describe) every declared topic
 
 
 CLASSIFIER_APP_ID = "gpufailover-classifier"
@@ -124,6 +125,11 @@ ROLES: tuple[Role, ...] = (
         transactional_ids=("gpufailover-job-status",),
     ),
     Role(
+        "deployer",
+        "`gpufailover topics create` (an init container): creates the declared topics",
+        creates=True,
+    ),
+    Role(
         "operator",
         "people: `quarantine release`, `reset-breaker`, `status`, `audit`",
         reads=("nodes.quarantine", "jobs.status", "operators.audit", "failover.alerts"),
@@ -170,6 +176,10 @@ def bindings(role: Role, prefix: str = "", *, user: str | None = None) -> list[A
     out += [acl(Resource.GROUP, prefix + g, Pattern.PREFIXED, Operation.READ) for g in role.groups]
     for txn in role.transactional_ids:
         out.append(acl(Resource.TRANSACTIONAL_ID, prefix + txn, Pattern.PREFIXED, Operation.WRITE))
+    if role.creates:
+        for spec in TOPICS:
+            for op in (Operation.CREATE, Operation.DESCRIBE):
+                out.append(acl(Resource.TOPIC, names.name(spec.logical), Pattern.LITERAL, op))
     if role.owns_topic_prefix is not None:
         owned = prefix + role.owns_topic_prefix
         for op in (Operation.CREATE, Operation.READ, Operation.WRITE):

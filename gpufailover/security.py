@@ -152,11 +152,15 @@ class KafkaSecurity:
             return value if value else (os.environ.get(env) or None)
 
         values = {flag: pick(flag, env) for flag, env, _ in OPTIONS}
+        protocol = (values["--security-protocol"] or "PLAINTEXT").upper()
+        # Read only when used: manifests may wire a role's (optional) secret file everywhere
+        # and let the protocol decide.
+        sasl = protocol.startswith("SASL_")
         return KafkaSecurity(
-            protocol=(values["--security-protocol"] or "PLAINTEXT").upper(),
+            protocol=protocol,
             mechanism=(values["--sasl-mechanism"] or DEFAULT_MECHANISM).upper(),
-            username=values["--sasl-username"],
-            password=_read_password(values["--sasl-password-file"]),
+            username=values["--sasl-username"] if sasl else None,
+            password=_read_password(values["--sasl-password-file"]) if sasl else None,
             cafile=values["--ssl-cafile"],
             certfile=values["--ssl-certfile"],
             keyfile=values["--ssl-keyfile"],

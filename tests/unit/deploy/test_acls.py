@@ -17,7 +17,7 @@ def writes(role: str, prefix: str = "p.") -> set[str]:
 def test_one_role_per_component() -> None:
     assert set(ROLE_NAMES) == {
         "agent", "scheduler", "telemetry", "classifier", "quarantine", "requeue", "job-status",
-        "operator",
+        "operator", "deployer",
     }  # fmt: skip
 
 
@@ -61,3 +61,24 @@ def test_a_role_can_be_mapped_to_another_user_name() -> None:
     binds = all_bindings("", {"agent": "node-agent"})
     principals = {b.principal for b in binds if b.name == "gpu.xid"}
     assert "User:node-agent" in principals and "User:agent" not in principals
+
+
+def test_every_k8s_container_runs_as_a_declared_role_with_its_own_password() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    k8s = Path(__file__).resolve().parents[3] / "deploy" / "k8s"
+    seen: set[str] = set()
+    for path in k8s.glob("*-*.yaml"):
+        pod = yaml.safe_load(path.read_text())["spec"]["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            env = {e["name"]: e.get("value") for e in container.get("env", [])}
+            users = {k: v for k, v in env.items() if k.endswith("SASL_USERNAME")}
+            assert users, f"{path.name}/{container['name']} has no Kafka user"
+            for key, user in users.items():
+                assert user in ROLE_NAMES, (path.name, user)
+                password = env[key.replace("USERNAME", "PASSWORD_FILE")]
+                assert password == f"/etc/gpufailover/kafka/{user}"
+                seen.add(user)
+    assert seen == set(ROLE_NAMES) - {"scheduler", "telemetry", "operator"}  # not pods here

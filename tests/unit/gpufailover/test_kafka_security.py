@@ -110,6 +110,11 @@ def test_a_missing_password_file_is_a_clear_exit(tmp_path: Path) -> None:
         KafkaSecurity.from_env_and_args(args)
 
 
+def test_credentials_are_read_only_when_the_protocol_uses_them(tmp_path: Path) -> None:
+    args = parse("--sasl-username", "agent", "--sasl-password-file", str(tmp_path / "absent"))
+    assert KafkaSecurity.from_env_and_args(args) == KafkaSecurity()
+
+
 def test_faust_gets_scram_credentials() -> None:
     import faust
 
