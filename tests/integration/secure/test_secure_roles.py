@@ -70,3 +70,32 @@ async def test_only_the_operator_can_reset_the_breaker(
         "test",
     )
     assert "operator" in out and "breaker-reset" in out, out
+
+
+async def test_the_scheduler_hook_and_the_telemetry_client_publish_as_their_roles(
+    secure_broker: Broker, secure_names: TopicNames
+) -> None:
+    import asyncio
+
+    from producers.telemetry import TelemetryClient
+
+    b, n = secure_broker.bootstrap, secure_names
+    publish = (
+        "publish", "terminated", "--job-id", "job-7", "--attempt", "0", "--nodes", "gpu-1",
+        "--reason", "OOMKilled", "--bootstrap", b, "--topic-prefix", n.prefix, "--timeout", "20",
+    )  # fmt: skip
+    rc, _, err = await cli_as(role_env(secure_broker, "agent"), *publish)
+    assert rc == 1 and "TopicAuthorizationFailed" in err, err
+    rc, _, err = await cli_as(role_env(secure_broker, "scheduler"), *publish)
+    assert rc == 0, err
+    client = TelemetryClient(
+        "job-7", bootstrap=b, topics=n, security=secure_broker.security("telemetry")
+    )
+    client.heartbeat(10)
+    await asyncio.to_thread(client.close, 30.0)
+    assert (client.sent, client.dropped) == (1, 0)
+    seen = await read_all(b, secure_broker.security(), [n.jobs_events, n.training_telemetry])
+    assert sorted((t, k) for t, k, _ in seen) == [
+        (n.jobs_events, "job-7"),
+        (n.training_telemetry, "job-7"),
+    ]
