@@ -3,6 +3,8 @@ and a client without credentials is refused."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
@@ -99,3 +101,30 @@ async def test_the_scheduler_hook_and_the_telemetry_client_publish_as_their_role
         (n.jobs_events, "job-7"),
         (n.training_telemetry, "job-7"),
     ]
+
+
+async def test_the_node_agent_publishes_as_the_agent_role(
+    secure_broker: Broker, secure_names: TopicNames, tmp_path: Path
+) -> None:
+    import asyncio
+    import time
+
+    from tests.integration.kafka_io import Service
+
+    b, n = secure_broker.bootstrap, secure_names
+    log = tmp_path / "kern.log"
+    log.write_text(
+        "[  966.50] NVRM: Xid (PCI:0000:3b:00): 79, pid=1122, GPU has fallen off the bus.\n"
+    )
+    args = [
+        "agent", "--source", f"file:{log}", "--from-start", "--node", "gpu-17",
+        "--bootstrap", b, "--topic-prefix", n.prefix,
+    ]  # fmt: skip
+    with Service(args, tmp_path / "agent.log", role_env(secure_broker, "agent")) as agent:
+        deadline = time.monotonic() + 60
+        while not (seen := await read_all(b, secure_broker.security(), [n.gpu_xid])):
+            assert time.monotonic() < deadline, agent.log_tail()
+            await asyncio.sleep(0.5)  # a poll interval with a deadline, not a fixed wait
+    [(_, key, xid)] = seen
+    assert (key, xid["xid"]) == ("gpu-17", 79)
+    assert "Authenticated as agent via SCRAM-SHA-512" in agent.log_tail(200)
