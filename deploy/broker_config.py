@@ -226,13 +226,11 @@ def ports_of(props: dict[str, str]) -> BrokerPorts:
     for listener in listeners.split(","):
         name, _, address = listener.partition("://")
         found[name.strip()] = int(address.rpartition(":")[2])
-    client = found.get("PLAINTEXT", found.get("SASL_SSL"))  # plain, or `start --secure`
-    try:
-        return BrokerPorts(
-            client=found["PLAINTEXT"] if client is None else client, controller=found["CONTROLLER"]
-        )
-    except KeyError as exc:
-        raise ValueError(f"listeners {listeners!r} lack {exc.args[0]}") from None
+    client = found.get("PLAINTEXT", found.get("SASL_SSL"))  # plain, or `broker start --secure`
+    if client is None or "CONTROLLER" not in found:
+        missing = "a PLAINTEXT or SASL_SSL listener" if client is None else "CONTROLLER"
+        raise ValueError(f"listeners {listeners!r} lack {missing}")
+    return BrokerPorts(client=client, controller=found["CONTROLLER"])
 
 
 def read_ports(files: BrokerFiles) -> BrokerPorts:
