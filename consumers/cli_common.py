@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import logging
-import os
 
 from deploy.topics import TopicNames
 from gpufailover import settings as env
+from gpufailover.security import KafkaSecurity, add_security_arguments
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +25,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)",
     )
+    add_security_arguments(parser, suppress=True)
 
 
 def target(args: argparse.Namespace) -> tuple[str, TopicNames]:
@@ -38,8 +38,6 @@ def target(args: argparse.Namespace) -> tuple[str, TopicNames]:
     return bootstrap, TopicNames(prefix)
 
 
-def operator() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return os.environ.get("USER", "unknown")
+def target_security(args: argparse.Namespace) -> KafkaSecurity:
+    """How an operator command authenticates (its flags, then GPUFAILOVER_* env)."""
+    return KafkaSecurity.from_env_and_args(args)

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
-from consumers.cli_common import add_target_arguments, operator, target
+from consumers.cli_common import add_target_arguments, target, target_security
 from consumers.quarantine.config import add_arguments
 
 
@@ -24,7 +24,9 @@ def register(subparsers: Any) -> None:
         "release", help="release a quarantined node (publishes a `released` record)"
     )
     release.add_argument("node", help="the node to release")
-    release.add_argument("--reason", required=True, help="why (kept in the record's `detail`)")
+    release.add_argument(
+        "--reason", required=True, help="why (kept in the record's `detail` and in the audit)"
+    )
     release.add_argument(
         "--force", action="store_true", help="publish even if the node is not quarantined"
     )
@@ -33,7 +35,7 @@ def register(subparsers: Any) -> None:
     reset = actions.add_parser(
         "reset-breaker", help="tell the running service to close its tripped circuit breaker"
     )
-    reset.add_argument("--reason", default="operator reset", help="why (kept in the command)")
+    reset.add_argument("--reason", required=True, help="why (kept in the audit record)")
     add_target_arguments(reset)
     reset.set_defaults(func=cmd_reset)
 
@@ -48,7 +50,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def main(stop: asyncio.Event, registry: Any) -> None:
         await run_quarantine(settings, stop, registry=registry)
 
-    return run_standalone("quarantine", main, settings.common.metrics_port)
+    common = settings.common
+    return run_standalone("quarantine", main, common.metrics_port, common.metrics_host)
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -56,7 +59,14 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     bootstrap, names = target(args)
     code, message = asyncio.run(
-        release_node(bootstrap, names, args.node, args.reason, operator(), force=args.force)
+        release_node(
+            bootstrap,
+            names,
+            args.node,
+            args.reason,
+            security=target_security(args),
+            force=args.force,
+        )
     )
     print(message, file=sys.stderr if code else sys.stdout)
     return code
@@ -66,5 +76,5 @@ def cmd_reset(args: argparse.Namespace) -> int:
     from consumers.quarantine.commands import reset_breaker
 
     bootstrap, names = target(args)
-    print(asyncio.run(reset_breaker(bootstrap, names, args.reason, operator())))
+    print(asyncio.run(reset_breaker(bootstrap, names, args.reason, security=target_security(args))))
     return 0

@@ -29,4 +29,5 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def main(stop: asyncio.Event, registry: Any) -> None:
         await run_requeue(settings, stop, registry=registry)
 
-    return run_standalone("requeue", main, settings.common.metrics_port)
+    common = settings.common
+    return run_standalone("requeue", main, common.metrics_port, common.metrics_host)

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
-from consumers.cli_common import add_target_arguments, target
+from consumers.cli_common import add_target_arguments, target, target_security
 from consumers.jobstatus.config import add_arguments
 
 
@@ -33,7 +33,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     from schemas.codec import dumps
 
     bootstrap, names = target(args)
-    status = asyncio.run(fetch_status(bootstrap, names.jobs_status, args.job_id))
+    status = asyncio.run(
+        fetch_status(bootstrap, names.jobs_status, args.job_id, security=target_security(args))
+    )
     if status is None:
         print(
             f"gpufailover status: unknown job {args.job_id!r} (no record on {names.jobs_status})",
@@ -54,4 +56,5 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def main(stop: asyncio.Event, registry: Any) -> None:
         await run_job_status(settings, stop, registry=registry)
 
-    return run_standalone("job-status", main, settings.common.metrics_port)
+    common = settings.common
+    return run_standalone("job-status", main, common.metrics_port, common.metrics_host)

@@ -54,8 +54,17 @@ from deploy.broker_process import (
     spawn,
     wait_exit,
 )
+from deploy.broker_secure import (
+    ADMIN,
+    USERS,
+    SecureFiles,
+    make_material,
+    scram_format_args,
+    secure_properties,
+)
 from deploy.kafka_admin import KafkaUnavailableError, cluster_broker_ids, run_sync
 from deploy.kafka_jars import KAFKA_VERSION, resolve_jars
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 
 __all__ = ["Broker", "BrokerError", "PortInUseError", "running_bootstrap", "running_broker"]
 
@@ -86,9 +95,12 @@ class Broker:
         self._since = log_sizes(self.files)  # the current (or last) start's share of the logs
 
     @classmethod
-    def create(cls, run_dir: Path | None = None, *, cache_dir: Path | None = None) -> Broker:
+    def create(
+        cls, run_dir: Path | None = None, *, cache_dir: Path | None = None, secure: bool = False
+    ) -> Broker:
         """A new cluster: new ports, config and formatted storage in a new or empty `run_dir`
-        (a temporary directory by default). Not started."""
+        (a temporary directory by default). Not started. `secure`: SASL_SSL with SCRAM users
+        and ACLs enforced (`deploy.broker_secure`)."""
         if run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
             raise BrokerError(f"run directory {run_dir} is not empty: it holds another broker")
         lib = resolve_jars(cache_dir)
@@ -96,10 +108,20 @@ class Broker:
             run_dir = Path(tempfile.mkdtemp(prefix="gpufailover-kafka-"))
         files = BrokerFiles(run_dir)
         ports = allocate_ports()
-        write_config(files, ports)
         cluster_id = new_cluster_id()
-        format_storage(lib, files, cluster_id)
-        log.info("new Kafka cluster %s for %s in %s", cluster_id, ports.bootstrap, run_dir)
+        if secure:
+            material = SecureFiles(run_dir)
+            make_material(material)
+            write_config(files, ports, secure_properties(material, ports))
+            try:
+                format_storage(lib, files, cluster_id, scram_format_args(material))
+            except BrokerError as exc:
+                raise BrokerError(_redacted(str(exc), material)) from None
+        else:
+            write_config(files, ports)
+            format_storage(lib, files, cluster_id)
+        kind = "secure (SASL_SSL) " if secure else ""
+        log.info("new %sKafka cluster %s for %s in %s", kind, cluster_id, ports.bootstrap, run_dir)
         return cls(run_dir, ports=ports, cluster_id=cluster_id, cache_dir=cache_dir)
 
     @classmethod
@@ -120,6 +142,17 @@ class Broker:
     @property
     def bootstrap(self) -> str:
         return self.ports.bootstrap
+
+    @property
+    def secure(self) -> SecureFiles | None:
+        """The CA and user passwords of a `--secure` broker; None for a plain one."""
+        material = SecureFiles(self.files.run_dir)
+        return material if material.exists() else None
+
+    def security(self, user: str = ADMIN) -> KafkaSecurity:
+        """How `user` (default the super user) connects: PLAINTEXT for a plain broker."""
+        material = self.secure
+        return PLAINTEXT if material is None else material.security(user)
 
     @property
     def run_dir(self) -> Path:
@@ -221,6 +254,7 @@ class Broker:
             "console_path": str(self.console_path),
             "cluster_id": self.cluster_id,
             "kafka_version": self.kafka_version,
+            "secure": self.secure is not None,
         }
 
     def __repr__(self) -> str:
@@ -276,7 +310,11 @@ class Broker:
         while True:
             remaining = deadline - time.monotonic()
             try:
-                ids = run_sync(cluster_broker_ids(self.bootstrap, timeout_s=max(1.0, remaining)))
+                ids = run_sync(
+                    cluster_broker_ids(
+                        self.bootstrap, timeout_s=max(1.0, remaining), security=self.security()
+                    )
+                )
             except KafkaUnavailableError as exc:
                 self._check_alive()
                 if time.monotonic() > deadline:
@@ -304,6 +342,12 @@ class Broker:
         return f"{message} (run dir {self.run_dir})\n{self.log_tail()}"
 
 
+def _redacted(text: str, material: SecureFiles) -> str:
+    for user in USERS:
+        text = text.replace(material.password(user), "***")
+    return text
+
+
 def running_bootstrap() -> str | None:
     """Bootstrap of the broker `gpufailover broker start` left running, if any."""
     from deploy.broker_state import live_state_broker  # deferred: broker_state imports us
@@ -314,13 +358,13 @@ def running_bootstrap() -> str | None:
 
 @contextmanager
 def running_broker(
-    *, cache_dir: Path | None = None, ready_timeout_s: float = 60.0
+    *, cache_dir: Path | None = None, ready_timeout_s: float = 60.0, secure: bool = False
 ) -> Iterator[Broker]:
     """A new cluster, started, for the duration of the block; its files are removed afterwards.
 
     The block may stop, kill, start and restart it; it is stopped at the end in any case.
     """
-    broker = Broker.create(cache_dir=cache_dir)
+    broker = Broker.create(cache_dir=cache_dir, secure=secure)
     try:
         broker.start(ready_timeout_s=ready_timeout_s)
         yield broker

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from deploy.broker import Broker, BrokerError, PortInUseError
+from deploy.broker_secure import ADMIN, USERS, SecureFiles
 from deploy.broker_state import (
     BrokerStateError,
     clear_state,
@@ -18,6 +19,7 @@ from deploy.broker_state import (
 )
 from deploy.kafka_admin import KafkaUnavailableError, cluster_broker_ids, run_sync
 from deploy.kafka_jars import JarResolutionError
+from gpufailover.security import KafkaSecurity
 
 _FRESH_HINT = "`gpufailover broker start --fresh` starts a new, empty cluster (new ports) instead"
 
@@ -93,6 +95,13 @@ def _add_start_flags(parser: argparse.ArgumentParser) -> None:
         help="a new, empty cluster: new data directory and cluster id, new ports; the "
         "previous broker's files are deleted",
     )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="a new cluster (implies --fresh when the recorded one is plain) with a SASL_SSL "
+        "listener: its own CA, one SCRAM-SHA-512 user per role plus `admin`, ACLs enforced "
+        "(apply them with `gpufailover acls apply`); prints the admin's client settings",
+    )
 
 
 def _add_stop_flags(parser: argparse.ArgumentParser) -> None:
@@ -134,9 +143,13 @@ def cmd_start(args: argparse.Namespace) -> int:
         _err(f"already running (pid {broker.pid}, log {broker.log_path})")
         print(broker.bootstrap)
         return 0
+    secure = getattr(args, "secure", False)
+    if broker is not None and secure and broker.secure is None and not args.fresh:
+        _err("the recorded broker is plain: --secure starts a new cluster (--fresh) instead")
+        args.fresh = True
     try:
         if broker is None or args.fresh:
-            broker = _new_broker(old=broker)
+            broker = _new_broker(old=broker, secure=secure)
         else:
             _err(f"resuming cluster {broker.cluster_id} on {broker.bootstrap} ({broker.run_dir})")
         broker.start(ready_timeout_s=args.timeout)
@@ -148,16 +161,28 @@ def cmd_start(args: argparse.Namespace) -> int:
         return 1
     save_state(broker)
     _err(f"started pid {broker.pid}; log {broker.log_path}; stop with `gpufailover broker stop`")
+    if broker.secure is not None:
+        _print_secure_hint(broker.secure)
     print(broker.bootstrap)
     return 0
 
 
-def _new_broker(*, old: Broker | None) -> Broker:
+def _print_secure_hint(material: SecureFiles) -> None:
+    settings = " ".join(f"{k}={v}" for k, v in material.env(ADMIN).items())
+    _err(
+        f"SASL_SSL: CA {material.ca_cert}; passwords of {', '.join(USERS)} in "
+        f"{material.secrets_dir}/<user>.password\n"
+        f"  as the super user: export {settings}\n"
+        "  then: gpufailover topics create && gpufailover acls apply"
+    )
+
+
+def _new_broker(*, old: Broker | None, secure: bool = False) -> Broker:
     if old is not None:
         _err(f"--fresh: deleting cluster {old.cluster_id} ({old.run_dir})")
         old.remove_files()
     clear_state()
-    broker = Broker.create(new_run_dir())
+    broker = Broker.create(new_run_dir(), secure=secure)
     save_state(broker)  # recorded before the first start: a failed start is retried, not lost
     _err(f"new cluster {broker.cluster_id} on {broker.bootstrap} ({broker.run_dir})")
     return broker
@@ -228,6 +253,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     bootstrap = external_bootstrap()
+    security = KafkaSecurity.from_env_and_args()
     if bootstrap is None:
         try:
             broker = load_state()
@@ -245,8 +271,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             return 1
         bootstrap = broker.bootstrap
         print(f"pid {broker.pid}  cluster {broker.cluster_id}  log {broker.log_path}")
+        if broker.secure is not None:
+            print(f"SASL_SSL, CA {broker.secure.ca_cert}")
+            security = broker.security()
     try:
-        ids = run_sync(cluster_broker_ids(bootstrap, timeout_s=10.0))
+        ids = run_sync(cluster_broker_ids(bootstrap, timeout_s=10.0, security=security))
     except KafkaUnavailableError as exc:
         _err(f"{bootstrap} does not answer: {exc}")
         return 1

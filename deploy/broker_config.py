@@ -177,12 +177,16 @@ def render_properties(props: dict[str, str]) -> str:
     return "".join(f"{key}={escape(value)}\n" for key, value in props.items())
 
 
-def write_config(files: BrokerFiles, ports: BrokerPorts) -> None:
-    """Write server.properties and log4j.properties into a fresh run directory."""
+def write_config(
+    files: BrokerFiles, ports: BrokerPorts, overrides: dict[str, str] | None = None
+) -> None:
+    """Write server.properties (the plain broker's, with `overrides`) and log4j.properties
+    into a fresh run directory."""
     files.run_dir.mkdir(parents=True, exist_ok=True)
-    files.server_properties.write_text(
-        render_properties(server_properties(ports, files.data_dir)), encoding="utf-8"
-    )
+    props = server_properties(ports, files.data_dir) | (overrides or {})
+    # Owner-only: a secure broker's properties hold the admin password.
+    files.server_properties.touch(mode=0o600)
+    files.server_properties.write_text(render_properties(props), encoding="utf-8")
     files.log4j_properties.write_text(
         render_properties(log4j_properties(files.server_log)), encoding="utf-8"
     )
@@ -222,10 +226,11 @@ def ports_of(props: dict[str, str]) -> BrokerPorts:
     for listener in listeners.split(","):
         name, _, address = listener.partition("://")
         found[name.strip()] = int(address.rpartition(":")[2])
-    try:
-        return BrokerPorts(client=found["PLAINTEXT"], controller=found["CONTROLLER"])
-    except KeyError as exc:
-        raise ValueError(f"listeners {listeners!r} lack {exc.args[0]}") from None
+    client = found.get("PLAINTEXT", found.get("SASL_SSL"))  # plain, or `broker start --secure`
+    if client is None or "CONTROLLER" not in found:
+        missing = "a PLAINTEXT or SASL_SSL listener" if client is None else "CONTROLLER"
+        raise ValueError(f"listeners {listeners!r} lack {missing}")
+    return BrokerPorts(client=client, controller=found["CONTROLLER"])
 
 
 def read_ports(files: BrokerFiles) -> BrokerPorts:

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
 
@@ -47,11 +48,14 @@ def java_cmd(lib: Path, files: BrokerFiles, *args: str) -> list[str]:
     return [java_executable(), *JVM_OPTS, log_flag, "-cp", f"{lib}/*", *args]
 
 
-def format_storage(lib: Path, files: BrokerFiles, cluster_id: str) -> None:
-    """Kafka's StorageTool: write meta.properties and the bootstrap metadata for a new cluster."""
+def format_storage(
+    lib: Path, files: BrokerFiles, cluster_id: str, extra_args: Sequence[str] = ()
+) -> None:
+    """Kafka's StorageTool: write meta.properties and the bootstrap metadata for a new cluster
+    (`extra_args`: e.g. the SCRAM users of a secure broker)."""
     cmd = java_cmd(
         lib, files, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-        "-c", str(files.server_properties),
+        "-c", str(files.server_properties), *extra_args,
     )  # fmt: skip
     started = time.monotonic()
     proc = subprocess.run(

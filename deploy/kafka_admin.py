@@ -8,6 +8,9 @@ from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+from gpufailover.kafka import make_admin
+from gpufailover.security import PLAINTEXT, KafkaSecurity
+
 T = TypeVar("T")
 
 
@@ -16,18 +19,20 @@ class KafkaUnavailableError(RuntimeError):
 
 
 @asynccontextmanager
-async def admin_client(bootstrap: str, *, timeout_s: float = 10.0) -> AsyncIterator[Any]:
+async def admin_client(
+    bootstrap: str, *, timeout_s: float = 10.0, security: KafkaSecurity = PLAINTEXT
+) -> AsyncIterator[Any]:
     """A started AIOKafkaAdminClient that is always closed again.
 
     Raises KafkaUnavailableError when the cluster cannot be reached at all; errors of later
     requests surface as aiokafka's KafkaError (a RuntimeError).
     """
-    from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.errors import KafkaError
 
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap,
-        client_id="gpufailover-deploy",
+    admin = make_admin(
+        bootstrap,
+        "gpufailover-deploy",
+        security=security,
         request_timeout_ms=int(timeout_s * 1000),
     )
     try:
@@ -40,13 +45,15 @@ async def admin_client(bootstrap: str, *, timeout_s: float = 10.0) -> AsyncItera
         await admin.close()
 
 
-async def cluster_broker_ids(bootstrap: str, *, timeout_s: float = 10.0) -> list[int]:
+async def cluster_broker_ids(
+    bootstrap: str, *, timeout_s: float = 10.0, security: KafkaSecurity = PLAINTEXT
+) -> list[int]:
     """One metadata round trip: the node ids of the brokers the cluster reports."""
     from aiokafka.errors import KafkaError
 
     try:
         async with asyncio.timeout(timeout_s):
-            async with admin_client(bootstrap, timeout_s=timeout_s) as admin:
+            async with admin_client(bootstrap, timeout_s=timeout_s, security=security) as admin:
                 cluster: dict[str, Any] = await admin.describe_cluster()
     except KafkaUnavailableError:
         raise

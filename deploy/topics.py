@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deploy.kafka_admin import admin_client
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ _DECLARED: tuple[TopicSpec, ...] = (
     TopicSpec("jobs.requeue", Key.JOB_ID, 7 * _DAY_MS, "requeue requests"),
     TopicSpec("jobs.status", Key.JOB_ID, None, "latest failover status per job"),
     TopicSpec("failover.alerts", Key.JOB_ID, 30 * _DAY_MS, "alerts for operators"),
+    # Append-only: every operator command with its principal and reason; never compacted, so
+    # a node's later records cannot hide that it was released, and by whom.
+    TopicSpec("operators.audit", Key.NONE, 365 * _DAY_MS, "operator commands, who and why"),
     TopicSpec(
         "failover.term-by-node", Key.NODE, _DAY_MS, "job terminations re-keyed", internal=True
     ),
@@ -195,6 +199,10 @@ class TopicNames:
         return self.name("jobs.status")
 
     @property
+    def operators_audit(self) -> str:
+        return self.name("operators.audit")
+
+    @property
     def failover_alerts(self) -> str:
         return self.name("failover.alerts")
 
@@ -231,6 +239,7 @@ async def create_topics(
     *,
     replication_factor: int = 1,
     timeout_s: float = 30.0,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> list[str]:
     """Create every declared topic that does not exist yet; return the names it created.
 
@@ -245,7 +254,7 @@ async def create_topics(
     count = default_partitions() if partitions is None else partitions
     if count < 1:
         raise ValueError(f"partitions={count}: must be >= 1")
-    async with admin_client(bootstrap, timeout_s=timeout_s) as admin:
+    async with admin_client(bootstrap, timeout_s=timeout_s, security=security) as admin:
         existing = set(await admin.list_topics()) & set(names.all())
         wanted = [
             NewTopic(real, count, replication_factor, topic_configs=names.spec(real).configs())
@@ -276,6 +285,7 @@ async def create_compacted_topics(
     *,
     replication_factor: int = 1,
     timeout_s: float = 30.0,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> list[str]:
     """Create the compacted topics (a faust app's changelogs) that do not exist yet, with
     `partitions` each, and return once every one has a leader.
@@ -286,7 +296,7 @@ async def create_compacted_topics(
     """
     from aiokafka.admin import NewTopic
 
-    async with admin_client(bootstrap, timeout_s=timeout_s) as admin:
+    async with admin_client(bootstrap, timeout_s=timeout_s, security=security) as admin:
         existing = set(await admin.list_topics()) & set(topics)
         wanted = [
             NewTopic(t, partitions, replication_factor, topic_configs={"cleanup.policy": "compact"})
@@ -352,10 +362,12 @@ async def _await_leaders(admin: Any, topics: list[str], timeout_s: float) -> Non
             await asyncio.sleep(0.1)
 
 
-async def describe_topics(bootstrap: str, prefix: str | None = None) -> dict[str, int]:
+async def describe_topics(
+    bootstrap: str, prefix: str | None = None, *, security: KafkaSecurity = PLAINTEXT
+) -> dict[str, int]:
     """Declared topics present on the broker -> their partition counts."""
     names = TopicNames(default_prefix() if prefix is None else prefix)
-    async with admin_client(bootstrap) as admin:
+    async with admin_client(bootstrap, security=security) as admin:
         present = set(await admin.list_topics()) & set(names.all())
         if not present:
             return {}

@@ -16,6 +16,7 @@ from deploy.topics import (
     default_prefix,
     describe_topics,
 )
+from gpufailover.security import KafkaSecurity, add_security_arguments
 from gpufailover.settings import default_bootstrap
 
 
@@ -51,6 +52,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix", default=None, help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)"
     )
+    add_security_arguments(parser)
 
 
 def _err(message: str) -> None:
@@ -69,6 +71,7 @@ def cmd_create(args: argparse.Namespace) -> int:
                 partitions=partitions,
                 prefix=prefix,
                 replication_factor=args.replication_factor,
+                security=KafkaSecurity.from_env_and_args(args),
             )
         )
     except (ValueError, TopicMismatchError, KafkaUnavailableError, TimeoutError) as exc:
@@ -87,7 +90,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     bootstrap = args.bootstrap or default_bootstrap()
     try:
         names = TopicNames(default_prefix() if args.prefix is None else args.prefix)
-        present = run_sync(describe_topics(bootstrap, prefix=names.prefix))
+        present = run_sync(
+            describe_topics(
+                bootstrap, prefix=names.prefix, security=KafkaSecurity.from_env_and_args(args)
+            )
+        )
     except (ValueError, KafkaUnavailableError, TimeoutError) as exc:
         _err(f"{bootstrap}: {exc}")
         return 1

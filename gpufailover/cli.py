@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "streams.replay_cli",  # replay
     "deploy.broker_cli",  # broker start|stop|status
     "deploy.topics_cli",  # topics create|list
+    "deploy.acls_cli",  # acls apply|show
+    "consumers.audit_cli",  # audit
     "streams.classifier_cli",  # classifier
     "gpufailover.run_cli",  # run
     "consumers.quarantine_cli",  # quarantine, quarantine release|reset-breaker

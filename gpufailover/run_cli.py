@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Any
 
+from gpufailover.security import KafkaSecurity
 from gpufailover.settings import default_bootstrap
 
 log = logging.getLogger("gpufailover.run")
@@ -44,7 +45,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--no-create-topics",
         action="store_true",
-        help="do not create missing topics before starting",
+        help="do not create missing topics before starting (on a secured cluster the "
+        "services' roles may not create topics: an admin runs `gpufailover topics create`)",
     )
     p.add_argument(
         "--only",
@@ -62,6 +64,29 @@ def _child_env(args: argparse.Namespace) -> dict[str, str]:
     if args.partitions is not None:
         env["GPUFAILOVER_PARTITIONS"] = str(args.partitions)
     return env
+
+
+_ROLE_SETTINGS = ("SASL_USERNAME", "SASL_PASSWORD_FILE", "SASL_PASSWORD")
+
+
+def service_env(env: dict[str, str], service: str) -> dict[str, str]:
+    """`env` with the service's own credentials, when given: GPUFAILOVER_<SERVICE>_SASL_USERNAME
+    (and _SASL_PASSWORD_FILE / _SASL_PASSWORD) become its GPUFAILOVER_SASL_*, so each service
+    runs as its own role (deploy/acls.py) under one `run`."""
+    upper = service.upper().replace("-", "_")
+    own = {
+        f"GPUFAILOVER_{name}": env[f"GPUFAILOVER_{upper}_{name}"]
+        for name in _ROLE_SETTINGS
+        if env.get(f"GPUFAILOVER_{upper}_{name}")
+    }
+    if own:
+        # Its own password only: never fall back to another role's.
+        env = {
+            k: v
+            for k, v in env.items()
+            if k not in ("GPUFAILOVER_SASL_PASSWORD", "GPUFAILOVER_SASL_PASSWORD_FILE")
+        }
+    return env | own
 
 
 def available_services() -> tuple[str, ...]:
@@ -90,7 +115,12 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             asyncio.run(
-                create_topics(env["GPUFAILOVER_BOOTSTRAP"], args.partitions, args.topic_prefix)
+                create_topics(
+                    env["GPUFAILOVER_BOOTSTRAP"],
+                    args.partitions,
+                    args.topic_prefix,
+                    security=KafkaSecurity.from_env_and_args(),
+                )
             )
         except Exception as exc:  # noqa: BLE001 - report any broker/admin failure plainly
             print(
@@ -128,7 +158,7 @@ def supervise(services: tuple[str, ...], env: dict[str, str], log_level: str) ->
     signal.signal(signal.SIGINT, stop_all)
     for name in services:
         cmd = [sys.executable, "-m", "gpufailover", "--log-level", log_level, name]
-        children[name] = subprocess.Popen(cmd, env=env)
+        children[name] = subprocess.Popen(cmd, env=service_env(env, name))
         log.info(
             "started %s (pid %d) on %s", name, children[name].pid, env["GPUFAILOVER_BOOTSTRAP"]
         )

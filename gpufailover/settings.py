@@ -61,3 +61,12 @@ def default_bootstrap() -> str:
 
 def state_dir() -> Path:
     return Path(env_str("GPUFAILOVER_STATE_DIR", str(Path.home() / ".cache" / "gpufailover")))
+
+
+DEFAULT_METRICS_HOST = "127.0.0.1"
+
+
+def metrics_host() -> str:
+    """The address metrics and web servers bind: this host only unless opened on purpose
+    (GPUFAILOVER_METRICS_HOST=0.0.0.0, as a Prometheus scraping pods needs)."""
+    return env_str("GPUFAILOVER_METRICS_HOST", "") or DEFAULT_METRICS_HOST

@@ -84,7 +84,7 @@ def _with_spool(settings: AgentSettings, topics: Any, metrics: Any, spool: Any) 
     from producers.metrics import serve_metrics
 
     try:
-        serve_metrics(metrics, settings.metrics_port)
+        serve_metrics(metrics, settings.metrics_port, settings.metrics_host)
         return asyncio.run(_run(settings, topics, metrics, sources, spool, cursor))
     except OSError as exc:
         _err(f"cannot serve metrics on port {settings.metrics_port}: {exc}")
@@ -183,7 +183,9 @@ async def _run(
 
     bootstrap = settings.bootstrap or default_bootstrap()
     publisher = BufferedPublisher(
-        lambda: make_producer(bootstrap, f"gpufailover-agent-{settings.node}"),
+        lambda: make_producer(
+            bootstrap, f"gpufailover-agent-{settings.node}", security=settings.security
+        ),
         spool,
         metrics,
     )

@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufailover.settings import env_bool, env_float, env_int, env_str, state_dir
+from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
+from gpufailover.settings import (
+    DEFAULT_METRICS_HOST,
+    env_bool,
+    env_float,
+    env_int,
+    env_str,
+    metrics_host,
+    state_dir,
+)
 from producers.health import HealthThresholds
 from producers.spool import SYNC_MODES
 
@@ -35,6 +44,8 @@ class AgentSettings:
     spool_sync: str = "normal"
     kmsg_path: str = "/dev/kmsg"
     thresholds: HealthThresholds = field(default_factory=HealthThresholds)
+    metrics_host: str = DEFAULT_METRICS_HOST
+    security: KafkaSecurity = PLAINTEXT
 
     def __post_init__(self) -> None:
         if not self.node:
@@ -125,6 +136,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kernel-log sources: read what is there already instead of starting at the end "
         f"({env}FROM_START)",
     )
+    parser.add_argument(
+        "--metrics-host",
+        default=None,
+        help="address the metrics server binds (env GPUFAILOVER_METRICS_HOST, default "
+        f"{DEFAULT_METRICS_HOST}; 0.0.0.0 lets a Prometheus elsewhere scrape it)",
+    )
+    add_security_arguments(parser)
 
 
 def _float(flag: float | None, env: str, default: float) -> float:
@@ -170,4 +188,6 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         spool_sync=args.spool_sync or env_str(e + "SPOOL_SYNC", "normal"),
         kmsg_path=args.kmsg_path or env_str(e + "KMSG_PATH", "/dev/kmsg"),
         thresholds=thresholds,
+        metrics_host=args.metrics_host or metrics_host(),
+        security=KafkaSecurity.build(args),
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_producer
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 from gpufailover.settings import default_bootstrap
 from schemas.codec import dumps
 from schemas.jobs import JobEvent, validate_new_event
@@ -40,11 +41,14 @@ class JobEventPublisher:
         *,
         topics: TopicNames | None = None,
         client_id: str = "gpufailover-jobs",
+        security: KafkaSecurity = PLAINTEXT,
         **producer_options: Any,
     ) -> None:
         self.bootstrap = bootstrap or default_bootstrap()
         self.topic = (topics or TopicNames.from_env()).jobs_events
-        self._producer = make_producer(self.bootstrap, client_id, **producer_options)
+        self._producer = make_producer(
+            self.bootstrap, client_id, security=security, **producer_options
+        )
         self._started = False
 
     async def __aenter__(self) -> JobEventPublisher:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from gpufailover.settings import DEFAULT_METRICS_HOST
+
 
 class AgentMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -60,7 +62,7 @@ class AgentMetrics:
         )
 
 
-def serve_metrics(metrics: AgentMetrics, port: int, addr: str = "0.0.0.0") -> None:  # noqa: S104
+def serve_metrics(metrics: AgentMetrics, port: int, addr: str = DEFAULT_METRICS_HOST) -> None:
     """Serve /metrics on `port` in a daemon thread; 0 means off."""
     if port:
         start_http_server(port, addr=addr, registry=metrics.registry)

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
 from producers.hostlist import HostlistError, expand_hostlist
 from schemas.errors import SchemaError
 from schemas.jobs import EVENT_TYPES, JobEvent
@@ -70,6 +71,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the validated record, publish nothing"
     )
+    add_security_arguments(parser)
     parser.set_defaults(func=cmd_publish)
 
 
@@ -156,16 +158,26 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(orjson.dumps({"topic": names.jobs_events, "value": event.to_dict()}).decode())
         return 0
-    return asyncio.run(_publish(args.bootstrap, names, event, args.timeout))
+    security = KafkaSecurity.from_env_and_args(args)
+    return asyncio.run(_publish(args.bootstrap, names, event, args.timeout, security))
 
 
-async def _publish(bootstrap: str | None, names: Any, event: JobEvent, timeout_s: float) -> int:
+async def _publish(
+    bootstrap: str | None,
+    names: Any,
+    event: JobEvent,
+    timeout_s: float,
+    security: KafkaSecurity = PLAINTEXT,
+) -> int:
     from aiokafka.errors import KafkaError
 
     from producers.jobs import JobEventPublisher
 
     publisher = JobEventPublisher(
-        bootstrap, topics=names, request_timeout_ms=max(1000, int(timeout_s * 1000))
+        bootstrap,
+        topics=names,
+        security=security,
+        request_timeout_ms=max(1000, int(timeout_s * 1000)),
     )
     try:
         async with asyncio.timeout(timeout_s), publisher:

@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any
 
 from deploy.topics import TopicNames
+from gpufailover.security import KafkaSecurity
 from schemas.codec import dumps
 from schemas.telemetry import TrainingTelemetry
 
@@ -52,6 +53,7 @@ class TelemetryClient:
         backoff_s: tuple[float, float] = (0.5, 10.0),
         close_timeout_s: float = 10.0,
         producer_options: dict[str, Any] | None = None,
+        security: KafkaSecurity | None = None,
     ) -> None:
         from gpufailover.settings import default_bootstrap
 
@@ -65,6 +67,9 @@ class TelemetryClient:
         self.attempt = attempt
         self.node = node if node is not None else socket.gethostname()
         self.bootstrap = bootstrap or default_bootstrap()
+        # None: from GPUFAILOVER_SECURITY_PROTOCOL etc. (a bad setting raises here, before
+        # the training loop, never inside it)
+        self.security = KafkaSecurity.build() if security is None else security
         self.topic = (topics or TopicNames.from_env()).training_telemetry
         self.queue_size = queue_size
         self.batch_size = batch_size
@@ -256,7 +261,10 @@ class TelemetryClient:
         from gpufailover.kafka import make_producer
 
         producer = make_producer(
-            self.bootstrap, f"gpufailover-telemetry-{self.job_id}", **self.producer_options
+            self.bootstrap,
+            f"gpufailover-telemetry-{self.job_id}",
+            security=self.security,
+            **self.producer_options,
         )
         try:
             await producer.start()

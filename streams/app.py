@@ -62,7 +62,13 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         consumer_auto_offset_reset="earliest",
         processing_guarantee="at_least_once",
         web_port=settings.web_port,
-        web_host="127.0.0.1",
+        web_host=settings.metrics_host,
+        web_bind=settings.metrics_host,
+        # /metrics is ours; faust's views would serve table contents and routing to anyone.
+        web_tables_enabled=False,
+        web_router_enabled=False,
+        web_stats_enabled=False,
+        broker_credentials=settings.security.faust_credentials(),
         key_serializer="raw",
         value_serializer="raw",
         agent_supervisor=CrashingSupervisor,
@@ -158,6 +164,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         policy,
         int(settings.idle_after_s * 1000),
         metrics,
+        security=settings.security,
     )
     metrics.lag_from(lambda: lag() + signal_loop.lag())
 

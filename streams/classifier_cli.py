@@ -40,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     loop = asyncio.new_event_loop()  # its own loop: faust's worker sets up the current one
     try:
         loop.run_until_complete(
-            create_compacted_topics(settings.bootstrap, changelogs, settings.partitions)
+            create_compacted_topics(
+                settings.bootstrap, changelogs, settings.partitions, security=settings.security
+            )
         )
     finally:
         loop.close()

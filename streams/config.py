@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from gpufailover.settings import default_bootstrap, env_float, env_int, env_str
+from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
+from gpufailover.settings import (
+    DEFAULT_METRICS_HOST,
+    default_bootstrap,
+    env_float,
+    env_int,
+    env_str,
+    metrics_host,
+)
 
 # (flag, env var, default, help) — the one place the classifier's options are documented.
 OPTIONS: tuple[tuple[str, str, object, str], ...] = (
@@ -20,6 +28,12 @@ OPTIONS: tuple[tuple[str, str, object, str], ...] = (
         "faust app id: consumer group and changelog topic names",
     ),
     ("--web-port", "GPUFAILOVER_CLASSIFIER_PORT", 6066, "faust web server port (/metrics)"),
+    (
+        "--metrics-host",
+        "GPUFAILOVER_METRICS_HOST",
+        DEFAULT_METRICS_HOST,
+        "address the web server (/metrics) binds; 0.0.0.0 opens it to the network",
+    ),
     (
         "--idle-after",
         "GPUFAILOVER_IDLE_AFTER_S",
@@ -48,11 +62,14 @@ class ClassifierSettings:
     idle_after_s: float = 5.0
     tick_interval_s: float = 1.0
     rebalance_timeout_s: float = 180.0
+    metrics_host: str = DEFAULT_METRICS_HOST
+    security: KafkaSecurity = PLAINTEXT
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         for flag, env, default, text in OPTIONS:
             parser.add_argument(flag, default=None, help=f"{text} (env {env}, default {default!r})")
+        add_security_arguments(parser)
 
     @staticmethod
     def from_args(args: argparse.Namespace) -> ClassifierSettings:
@@ -84,4 +101,6 @@ class ClassifierSettings:
                     or env_float("GPUFAILOVER_REBALANCE_TIMEOUT_S", 180.0)
                 )
             ),
+            metrics_host=str(pick("--metrics-host") or metrics_host()),
+            security=KafkaSecurity.from_env_and_args(args),
         )

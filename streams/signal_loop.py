@@ -19,6 +19,7 @@ from aiokafka.structs import TopicPartition
 
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 from streams.clock import now_ms
 from streams.metrics import ClassifierMetrics
 from streams.policy import Policy
@@ -40,8 +41,11 @@ class SignalLoop:
         policy: Policy,
         idle_after_ms: int,
         metrics: ClassifierMetrics,
+        *,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self.group_id = group_id
         self.names = names
         self.metrics = metrics
@@ -97,10 +101,13 @@ class SignalLoop:
         self.consumer = make_consumer(
             self.bootstrap,
             self.group_id,
+            security=self.security,
             partition_assignment_strategy=(RangePartitionAssignor,),
             max_partition_fetch_bytes=4 * 1024 * 1024,
         )
-        self.producer = make_producer(self.bootstrap, f"{self.group_id}-producer")
+        self.producer = make_producer(
+            self.bootstrap, f"{self.group_id}-producer", security=self.security
+        )
         await self.producer.start()
         await self.consumer.start()
         try:

@@ -42,6 +42,7 @@ async def run_job_status(
         table.apply_record,
         name=f"{common.group_id}-table",
         on_error=table_error,
+        security=common.security,
     )
     processor = JobStatusProcessor(
         names,
@@ -67,5 +68,6 @@ async def run_job_status(
             transactional_id=common.transactional_id,
             topics=(names.jobs_events, names.failover_decisions),
             names=names,
+            security=common.security,
         )
         await TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)

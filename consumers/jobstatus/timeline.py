@@ -6,13 +6,16 @@ from datetime import UTC, datetime
 
 from consumers.jobstatus.records import JobStatus
 from consumers.runtime.oneshot import read_key
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.errors import SchemaError
 
 
-async def fetch_status(bootstrap: str, topic: str, job_id: str) -> JobStatus | None:
+async def fetch_status(
+    bootstrap: str, topic: str, job_id: str, *, security: KafkaSecurity = PLAINTEXT
+) -> JobStatus | None:
     """The job's latest readable status record, or None."""
-    for rec in reversed(await read_key(bootstrap, topic, job_id)):
+    for rec in reversed(await read_key(bootstrap, topic, job_id, security=security)):
         if rec.value is None:
             return None
         try:

@@ -24,6 +24,7 @@ from consumers.quarantine.actuator import RELEASE, Actuator
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.runtime.records import InRecord, now_ms
 from gpufailover.kafka import make_consumer
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -46,8 +47,10 @@ class ActuationLoop:
         backoff: Backoff,
         dry_run: bool = False,
         clock: Callable[[], int] = now_ms,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         self.group_id = group_id
+        self._security = security
         self._bootstrap, self._topic = bootstrap, topic
         self._actuator, self._metrics = actuator, metrics
         self._dry_run, self._clock = dry_run, clock
@@ -72,7 +75,7 @@ class ActuationLoop:
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 log.info("actuator: partitions assigned: %s", sorted(str(tp) for tp in assigned))
 
-        self._consumer = make_consumer(self._bootstrap, self.group_id)
+        self._consumer = make_consumer(self._bootstrap, self.group_id, security=self._security)
         await self._consumer.start()
         try:
             self._consumer.subscribe([self._topic], listener=Listener())

@@ -5,11 +5,12 @@ Every value is a JSON object with `schema_version` and a `kind`; the key says wh
 | key             | kind                 | written by                                |
 |-----------------|----------------------|-------------------------------------------|
 | `breaker`       | `breaker`            | the service: its breaker state            |
-| `breaker-reset` | `breaker-reset`      | `gpufailover quarantine reset-breaker`    |
 | node name       | `quarantine-refused` | the service, while the breaker is tripped |
 | node name       | `dry-run`            | the service, with `--dry-run`             |
 
 Records of other kinds (dead letters, the classifier's alerts) are not the service's business.
+Breaker resets (`ResetCommand`, key `breaker-reset`) come from `operators.audit`, which only
+operators may write (schemas/audit.py), never from this topic.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from consumers.runtime.oneshot import read_key
 from consumers.runtime.records import InRecord
 from consumers.runtime.supervise import run_together
 from consumers.runtime.tail import TopicTail
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.errors import SchemaError
 
@@ -62,6 +63,7 @@ async def run_quarantine(
         table.apply_record,
         name=f"{common.group_id}-table",
         on_error=table_error,
+        security=common.security,
     )
     actuation = ActuationLoop(
         common.bootstrap,
@@ -71,6 +73,7 @@ async def run_quarantine(
         metrics,
         backoff=settings.actuator_backoff,
         dry_run=settings.dry_run,
+        security=common.security,
     )
     processor = QuarantineProcessor(
         names,
@@ -84,7 +87,9 @@ async def run_quarantine(
     )
     async with tail:
         await tail.sync(SYNC_TIMEOUT_S)
-        processor.breaker = await restore_breaker(common.bootstrap, names.failover_alerts)
+        processor.breaker = await restore_breaker(
+            common.bootstrap, names.failover_alerts, security=common.security
+        )
         processor.watermark = max(table.quarantined_at.values(), default=0)
         log.info(
             "quarantine service %s: %d nodes quarantined, breaker %s%s",
@@ -97,8 +102,9 @@ async def run_quarantine(
             bootstrap=common.bootstrap,
             group_id=common.group_id,
             transactional_id=common.transactional_id,
-            topics=(names.quarantine_requests, names.failover_decisions, names.failover_alerts),
+            topics=(names.quarantine_requests, names.failover_decisions, names.operators_audit),
             names=names,
+            security=common.security,
         )
 
         async def actuate() -> None:
@@ -138,9 +144,12 @@ async def reconcile(
         return
 
 
-async def restore_breaker(bootstrap: str, alerts_topic: str) -> BreakerState:
+async def restore_breaker(
+    bootstrap: str, alerts_topic: str, *, security: KafkaSecurity = PLAINTEXT
+) -> BreakerState:
     """The latest breaker state on `failover.alerts`, or a closed breaker."""
-    for rec in reversed(await read_key(bootstrap, alerts_topic, alerts.BREAKER_KEY)):
+    latest = await read_key(bootstrap, alerts_topic, alerts.BREAKER_KEY, security=security)
+    for rec in reversed(latest):
         if rec.value is None:
             continue
         try:

@@ -2,8 +2,9 @@
 
 Inputs: `failover.quarantine-requests` (the classifier asks), `failover.decisions` (every
 suspect of a hardware verdict is quarantined too) and the operator's breaker resets on
-`failover.alerts`. A node already quarantined is left alone, so a redelivered request or
-decision writes nothing twice; a request or decision whose event time is not after the node's
+`operators.audit` (only operators may write it; a reset on `failover.alerts` is not obeyed).
+A node already quarantined is left alone, so a redelivered request or decision writes nothing
+twice; a request or decision whose event time is not after the node's
 latest release (`ts_ms` of the `released` record) is stale and left alone too, so an old one
 redelivered after a release does not quarantine the node again, before or after a restart (the
 table is rebuilt from `nodes.quarantine`). Writing the record is all this stage does: the
@@ -83,8 +84,8 @@ class QuarantineProcessor:
             await self._sync()
 
     def handle(self, rec: InRecord) -> list[Output]:
-        if rec.topic == self.names.failover_alerts:
-            return self._on_alert(rec)
+        if rec.topic == self.names.operators_audit:
+            return self._on_operator_command(rec)
         value = rec.json()
         if rec.topic == self.names.quarantine_requests:
             request = QuarantineRecord.from_dict(value)
@@ -188,7 +189,7 @@ class QuarantineProcessor:
         log.info("quarantining %s (%s, job %s)", node, record.reason, record.job_id)
         return [Output.json(self.names.nodes_quarantine, node, record.to_dict())]
 
-    def _on_alert(self, rec: InRecord) -> list[Output]:
+    def _on_operator_command(self, rec: InRecord) -> list[Output]:
         if rec.key_str() != alerts.RESET_KEY:
             return []  # not addressed to this service
         value = rec.json()

@@ -55,6 +55,7 @@ async def run_requeue(
         apply,
         name=f"{common.group_id}-state",
         on_error=table_error,
+        security=common.security,
     )
     processor = RequeueProcessor(
         names,
@@ -82,6 +83,7 @@ async def run_requeue(
             transactional_id=common.transactional_id,
             topics=(names.failover_decisions,),
             names=names,
+            security=common.security,
         )
         decide = TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
         if settings.scheduler != "slurm":
@@ -94,5 +96,6 @@ async def run_requeue(
             SlurmScheduler(settings.priority_boost, settings.retry_priority_boost),
             SlurmStageMetrics.create(registry),
             settings.backoff,
+            security=common.security,
         )
         await run_together(decide, stage.run(stop))

@@ -25,6 +25,7 @@ from consumers.requeue.slurm import NotActionable, Outcome, SlurmScheduler
 from consumers.runtime.records import InRecord
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
@@ -74,12 +75,15 @@ class SlurmStage:
         scheduler: SlurmScheduler,
         metrics: SlurmStageMetrics,
         backoff: Backoff,
+        *,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap, self.group_id, self.names = bootstrap, group_id, names
+        self.security = security
         self.scheduler, self.metrics, self.backoff = scheduler, metrics, backoff
 
     async def run(self, stop: asyncio.Event) -> None:
-        consumer = make_consumer(self.bootstrap, self.group_id)
+        consumer = make_consumer(self.bootstrap, self.group_id, security=self.security)
         await consumer.start()
         try:
             consumer.subscribe([self.names.jobs_requeue, self.names.failover_decisions])

@@ -13,6 +13,7 @@ from typing import TypeVar, cast
 
 from deploy.topics import TopicNames, validate_prefix
 from gpufailover import settings as env
+from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
 
 T = TypeVar("T")
 
@@ -30,6 +31,8 @@ class CommonSettings:
     group_id: str
     instance_id: str
     metrics_port: int
+    security: KafkaSecurity = PLAINTEXT
+    metrics_host: str = env.DEFAULT_METRICS_HOST
 
     @property
     def names(self) -> TopicNames:
@@ -56,6 +59,8 @@ class CommonSettings:
             metrics_port=flag(
                 args, "metrics_port", env.env_int(f"GPUFAILOVER_{upper}_METRICS_PORT", 0)
             ),
+            security=KafkaSecurity.from_env_and_args(args),
+            metrics_host=flag(args, "metrics_host", None) or env.metrics_host(),
         )
 
 
@@ -87,4 +92,14 @@ def add_common_arguments(parser: argparse.ArgumentParser, service: str) -> None:
         type=int,
         help=f"serve Prometheus /metrics on this port, 0 = off "
         f"(env GPUFAILOVER_{upper}_METRICS_PORT, default 0)",
+    )
+    add_metrics_host_argument(parser)
+    add_security_arguments(parser)
+
+
+def add_metrics_host_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-host",
+        help="address the metrics server binds (env GPUFAILOVER_METRICS_HOST, default "
+        f"{env.DEFAULT_METRICS_HOST}: this host only; 0.0.0.0 opens it to the network)",
     )

@@ -23,6 +23,7 @@ from consumers.runtime.metrics import LoopMetrics
 from consumers.runtime.records import InRecord, Output, dead_letter, owned_elsewhere
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.dead_letter import COMPONENTS as DEAD_LETTER_COMPONENTS
 from schemas.errors import SchemaError
 
@@ -76,6 +77,7 @@ class LoopConfig:
     poll_ms: int = 500
     batch_max: int = 500
     retry_backoff_s: float = 1.0
+    security: KafkaSecurity = PLAINTEXT
 
 
 def _fatal_errors() -> tuple[type[BaseException], ...]:
@@ -131,6 +133,7 @@ class TransactionalLoop:
         consumer = make_consumer(
             self._cfg.bootstrap,
             self._cfg.group_id,
+            security=self._cfg.security,
             partition_assignment_strategy=(RangePartitionAssignor,),
         )
         await consumer.start()
@@ -158,6 +161,7 @@ class TransactionalLoop:
         producer = make_producer(
             self._cfg.bootstrap,
             f"{self._cfg.group_id}-producer",
+            security=self._cfg.security,
             transactional_id=self._cfg.transactional_id,
         )
         await producer.start()

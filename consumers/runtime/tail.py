@@ -18,6 +18,7 @@ from typing import Any
 from consumers.runtime.oneshot import partitions_of
 from consumers.runtime.records import InRecord
 from gpufailover.kafka import make_consumer
+from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.errors import SchemaError
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,10 @@ class TopicTail:
         name: str,
         on_error: OnError | None = None,
         poll_ms: int = 200,
+        security: KafkaSecurity = PLAINTEXT,
     ) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._topics = tuple(topics)
         self._apply = apply
         self._name = name
@@ -62,9 +65,11 @@ class TopicTail:
     async def start(self) -> None:
         from aiokafka import TopicPartition
 
-        found = await partitions_of(self._bootstrap, self._topics)
+        found = await partitions_of(self._bootstrap, self._topics, security=self._security)
         self._tps = [TopicPartition(t, p) for t in self._topics for p in found[t]]
-        self._consumer = make_consumer(self._bootstrap, None, client_id=f"{self._name}-tail")
+        self._consumer = make_consumer(
+            self._bootstrap, None, security=self._security, client_id=f"{self._name}-tail"
+        )
         await self._consumer.start()
         try:
             self._consumer.assign(self._tps)

@@ -319,7 +319,8 @@ async def test_breaker_trips_on_a_wave_and_resets_by_command(
         alerts = await wait_for(b, n.failover_alerts, lambda got: len(for_key(got, "breaker")) >= 1)
         await wait_consumed(b, f"{n.prefix}quarantine", n.quarantine_requests)
         await until(lambda: registry.get_sample_value(gauge) == 1)
-        assert await cli("quarantine", "reset-breaker", "--bootstrap", b, "--prefix", n.prefix) == 0
+        reset = ("quarantine", "reset-breaker", "--reason", "wave understood")
+        assert await cli(*reset, "--bootstrap", b, "--prefix", n.prefix) == 0
         alerts = await wait_for(b, n.failover_alerts, lambda got: len(for_key(got, "breaker")) >= 2)
         later = [(n.quarantine_requests, "gpu-9", quarantined_record("gpu-9", 1_000_100))]
         await produce(b, later)

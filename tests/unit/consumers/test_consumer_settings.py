@@ -76,10 +76,13 @@ def test_operator_command_parsers() -> None:
         "p.",
         False,
     )
-    assert parse("quarantine", "--bootstrap", "b:1", "reset-breaker").bootstrap == "b:1"
+    reset = parse("quarantine", "--bootstrap", "b:1", "reset-breaker", "--reason", "checked")
+    assert (reset.bootstrap, reset.reason) == ("b:1", "checked")
     assert parse("status", "job-1", "--json").json is True
     with pytest.raises(SystemExit):
         parse("quarantine", "release", "gpu-1")  # --reason is required
+    with pytest.raises(SystemExit):
+        parse("quarantine", "reset-breaker")  # for a reset too: it goes to the audit trail
 
 
 def test_dead_letters_keep_coordinates_and_fall_back_to_alerts() -> None:

@@ -298,7 +298,7 @@ async def test_a_reset_is_logged_with_operator_and_reason(
     await batch(p, *(req(f"n{i}", 1_000 + i) for i in range(4)))
     caplog.clear()
     command = ResetCommand(ts_ms=now_ms(), operator="alice", reason="driver rollback")
-    [closed] = await batch(p, rec(NAMES.failover_alerts, RESET_KEY, command.to_dict()))
+    [closed] = await batch(p, rec(NAMES.operators_audit, RESET_KEY, command.to_dict()))
     assert is_wall_clock_now(value(closed)["ts_ms"])
     assert messages(caplog) == [(logging.WARNING, "breaker RESET by alice: driver rollback")]
     assert metric(p, "breaker_resets_total") == 1
@@ -310,7 +310,7 @@ async def test_a_reset_without_operator_is_logged_as_unknown(
     p = make(WAVE_CFG)
     p.breaker = BreakerState(tripped=True, cause="share", tripped_wall_ms=1)
     command = ResetCommand(ts_ms=now_ms(), operator="", reason="ok")
-    await batch(p, rec(NAMES.failover_alerts, RESET_KEY, command.to_dict()))
+    await batch(p, rec(NAMES.operators_audit, RESET_KEY, command.to_dict()))
     assert messages(caplog) == [(logging.WARNING, "breaker RESET by ?: ok")]
 
 
@@ -319,7 +319,7 @@ async def test_a_reset_right_after_a_restart_floors_the_count_at_the_restored_ti
     p = make(WAVE_CFG)
     p.breaker = BreakerState(tripped=True, cause="share", tripped_wall_ms=1)
     command = ResetCommand(ts_ms=now_ms(), operator="op", reason="ok")
-    [closed] = await batch(p, rec(NAMES.failover_alerts, RESET_KEY, command.to_dict()))
+    [closed] = await batch(p, rec(NAMES.operators_audit, RESET_KEY, command.to_dict()))
     assert value(closed)["floor_ts_ms"] == 0
 
 
@@ -328,7 +328,7 @@ async def test_a_reset_of_a_closed_breaker_is_logged_and_ignored(
 ) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     p = make()
-    r = rec(NAMES.failover_alerts, RESET_KEY, ResetCommand(now_ms(), "op", "x").to_dict())
+    r = rec(NAMES.operators_audit, RESET_KEY, ResetCommand(now_ms(), "op", "x").to_dict())
     assert await batch(p, r) == []
     assert messages(caplog) == [
         (logging.INFO, f"breaker reset at {r.where} ignored: breaker not tripped since")

@@ -161,10 +161,10 @@ async def test_an_operator_reset_closes_the_breaker_and_restarts_the_count() -> 
     await batch(p, *wave)
     assert p.breaker.tripped
     stale = ResetCommand(ts_ms=(p.breaker.tripped_wall_ms or 0) - 1, operator="op", reason="old")
-    assert await batch(p, rec(NAMES.failover_alerts, RESET_KEY, stale.to_dict())) == []
+    assert await batch(p, rec(NAMES.operators_audit, RESET_KEY, stale.to_dict())) == []
     assert p.breaker.tripped
     command = ResetCommand(ts_ms=p.breaker.tripped_wall_ms or 0, operator="op", reason="checked")
-    [closed] = await batch(p, rec(NAMES.failover_alerts, RESET_KEY, command.to_dict()))
+    [closed] = await batch(p, rec(NAMES.operators_audit, RESET_KEY, command.to_dict()))
     assert value(closed)["state"] == "closed" and not p.breaker.tripped
     # Refused nodes are not quarantined retroactively; new requests count from the reset.
     outputs = await batch(p, rec(NAMES.quarantine_requests, "n7", request("n7", 1_010)))
@@ -174,8 +174,8 @@ async def test_an_operator_reset_closes_the_breaker_and_restarts_the_count() -> 
 async def test_other_alerts_are_not_commands() -> None:
     p = make()
     letter = {"kind": "dead-letter", "topic": "x"}
-    assert await batch(p, rec(NAMES.failover_alerts, RESET_KEY, letter)) == []
-    assert await batch(p, rec(NAMES.failover_alerts, "job-1", b"not even json")) == []
+    assert await batch(p, rec(NAMES.operators_audit, RESET_KEY, letter)) == []
+    assert await batch(p, rec(NAMES.operators_audit, "job-1", b"not even json")) == []
 
 
 async def test_dry_run_alerts_instead_of_quarantining() -> None:
@@ -211,7 +211,7 @@ async def test_a_failed_transaction_leaves_no_trace() -> None:
         (NAMES.quarantine_requests, request("n1", 1) | {"state": "released"}),
         (NAMES.quarantine_requests, None),
         (NAMES.failover_decisions, decision("j") | {"verdict": "cosmic"}),
-        (NAMES.failover_alerts, ResetCommand(1, "op", "x").to_dict() | {"ts_ms": "soon"}),
+        (NAMES.operators_audit, ResetCommand(1, "op", "x").to_dict() | {"ts_ms": "soon"}),
     ],
 )
 def test_malformed_inputs_raise_schema_error_for_the_dead_letter_queue(
@@ -219,7 +219,7 @@ def test_malformed_inputs_raise_schema_error_for_the_dead_letter_queue(
 ) -> None:
     p = make()
     p.begin()
-    key = RESET_KEY if topic == NAMES.failover_alerts else "k"
+    key = RESET_KEY if topic == NAMES.operators_audit else "k"
     with pytest.raises(SchemaError):
         p.handle(rec(topic, key, payload))
 

@@ -23,7 +23,7 @@ def test_every_required_topic_is_declared_once() -> None:
         "nodes.quarantine", "jobs.requeue", "jobs.status", "failover.alerts",
         "failover.term-by-node", "failover.node-evidence", "failover.node-signals",
         "failover.quarantine-requests",
-        "failover.ticks",
+        "failover.ticks", "operators.audit",
     } | {f"{name}.dlq" for name in INPUTS}  # fmt: skip
     assert [s.logical for s in TOPICS] == list(SPECS)  # no duplicates
     assert set(SPECS) == expected
@@ -38,6 +38,8 @@ def test_keys_and_cleanup_policies() -> None:
                  "jobs.status", "failover.alerts", "failover.node-evidence"):  # fmt: skip
         assert SPECS[name].key is Key.JOB_ID, name
     assert SPECS["failover.ticks"].key is Key.NONE
+    # The audit trail is append-only: deleted by age, never compacted away by a later key.
+    assert SPECS["operators.audit"].configs()["cleanup.policy"] == "delete"
     assert {s.logical for s in TOPICS if s.compacted} == {"nodes.quarantine", "jobs.status"}
     assert SPECS["jobs.status"].configs() == {"cleanup.policy": "compact"}
     assert SPECS["gpu.xid"].configs()["cleanup.policy"] == "delete"

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from schemas.audit import KINDS as AUDIT_KINDS
+from schemas.audit import OperatorCommand
 from schemas.codec import decode
 from schemas.dead_letter import COMPONENTS, ERROR_KINDS, DeadLetter
 from schemas.decisions import ACTIONS, STATUSES, VERDICTS, Decision, Evidence
@@ -73,6 +75,7 @@ healths = records(
 quarantine_records = records(
     QuarantineRecord, state=st.sampled_from(sorted(STATES)), reason=st.sampled_from(sorted(REASONS))
 )
+operator_commands = records(OperatorCommand, kind=st.sampled_from(sorted(AUDIT_KINDS)))
 
 # type -> how it is persisted (see test_every_persisted_type_has_a_case).
 # Dead letters are made by DeadLetter.of (the writers' one entry point): values of any bytes,
@@ -114,6 +117,9 @@ ROUNDTRIP_CASES: dict[type[Any], RoundTrip] = {
     JobEvent: RoundTrip(job_events, JobEvent.to_dict, JobEvent.from_dict),
     TrainingTelemetry: RoundTrip(telemetry, TrainingTelemetry.to_dict, TrainingTelemetry.from_dict),
     DeadLetter: RoundTrip(dead_letters, DeadLetter.to_dict, DeadLetter.from_dict),
+    OperatorCommand: RoundTrip(
+        operator_commands, OperatorCommand.to_dict, OperatorCommand.from_dict
+    ),
 }
 INPUT_TOPICS = {
     GpuXid: "gpu.xid",

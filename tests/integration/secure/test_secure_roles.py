@@ -1,0 +1,130 @@
+"""On `broker start --secure` with the role ACLs: each role can do its job and nothing else,
+and a client without credentials is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
+
+from deploy.broker import Broker
+from deploy.topics import TopicNames
+from gpufailover.kafka import make_producer
+from gpufailover.security import PLAINTEXT, KafkaSecurity
+from tests.integration.secure.conftest import cli_as, produce_as, read_all, role_env
+
+XID = {"node": "gpu-1", "xid": 79, "ts_ms": 1_700_000_000_000}
+
+
+async def test_an_unauthenticated_client_is_refused(secure_broker: Broker) -> None:
+    plain = make_producer(secure_broker.bootstrap, "anonymous", security=PLAINTEXT)
+    with pytest.raises(KafkaError):
+        await plain.start()
+    await plain.stop()
+    agent = secure_broker.security("agent")
+    wrong = KafkaSecurity(agent.protocol, username="agent", password="guess", cafile=agent.cafile)
+    forger = make_producer(secure_broker.bootstrap, "forger", security=wrong)
+    with pytest.raises(KafkaError):
+        await forger.start()
+    await forger.stop()
+
+
+async def test_the_agent_writes_telemetry_and_nothing_else(
+    secure_broker: Broker, secure_names: TopicNames
+) -> None:
+    b, n, agent = secure_broker.bootstrap, secure_names, secure_broker.security("agent")
+    await produce_as(b, agent, [(n.gpu_xid, "gpu-1", XID)])
+    forged = {
+        n.failover_decisions: {"job_id": "j", "verdict": "hardware"},
+        n.nodes_quarantine: {"node": "gpu-2", "state": "quarantined"},
+        n.operators_audit: {"kind": "breaker-reset", "reason": "forged"},
+        n.quarantine_requests: {"node": "gpu-2", "state": "quarantined"},
+    }
+    for topic, value in forged.items():
+        with pytest.raises(TopicAuthorizationFailedError):
+            await produce_as(b, agent, [(topic, "k", value)])
+    seen = await read_all(b, secure_broker.security(), [n.gpu_xid, *forged])
+    assert [(t, k) for t, k, _ in seen] == [(n.gpu_xid, "gpu-1")], "nothing forged was written"
+    with pytest.raises(TopicAuthorizationFailedError):
+        await read_all(b, agent, [n.gpu_xid])  # it writes telemetry; it does not read it
+
+
+async def test_only_the_operator_can_reset_the_breaker(
+    secure_broker: Broker, secure_names: TopicNames
+) -> None:
+    b, n = secure_broker.bootstrap, secure_names
+    target = ("--bootstrap", b, "--prefix", n.prefix)
+    reset = ("quarantine", "reset-breaker", "--reason", "test", *target)
+    rc, _, err = await cli_as(role_env(secure_broker, "agent"), *reset)
+    assert rc != 0 and "TopicAuthorizationFailed" in err, err
+    assert await read_all(b, secure_broker.security(), [n.operators_audit]) == []
+    operator = role_env(secure_broker, "operator")
+    rc, _, err = await cli_as(operator, *reset)
+    assert rc == 0, err
+    rc, out, err = await cli_as(operator, "audit", *target)
+    assert rc == 0, err
+    [(_, key, audit)] = await read_all(b, secure_broker.security(), [n.operators_audit])
+    assert key == "breaker-reset"
+    assert (audit["principal"], audit["authenticated"], audit["reason"]) == (
+        "operator",
+        True,
+        "test",
+    )
+    assert "operator" in out and "breaker-reset" in out, out
+
+
+async def test_the_scheduler_hook_and_the_telemetry_client_publish_as_their_roles(
+    secure_broker: Broker, secure_names: TopicNames
+) -> None:
+    import asyncio
+
+    from producers.telemetry import TelemetryClient
+
+    b, n = secure_broker.bootstrap, secure_names
+    publish = (
+        "publish", "terminated", "--job-id", "job-7", "--attempt", "0", "--nodes", "gpu-1",
+        "--reason", "OOMKilled", "--bootstrap", b, "--topic-prefix", n.prefix, "--timeout", "20",
+    )  # fmt: skip
+    rc, _, err = await cli_as(role_env(secure_broker, "agent"), *publish)
+    assert rc == 1 and "TopicAuthorizationFailed" in err, err
+    rc, _, err = await cli_as(role_env(secure_broker, "scheduler"), *publish)
+    assert rc == 0, err
+    client = TelemetryClient(
+        "job-7", bootstrap=b, topics=n, security=secure_broker.security("telemetry")
+    )
+    client.heartbeat(10)
+    await asyncio.to_thread(client.close, 30.0)
+    assert (client.sent, client.dropped) == (1, 0)
+    seen = await read_all(b, secure_broker.security(), [n.jobs_events, n.training_telemetry])
+    assert sorted((t, k) for t, k, _ in seen) == [
+        (n.jobs_events, "job-7"),
+        (n.training_telemetry, "job-7"),
+    ]
+
+
+async def test_the_node_agent_publishes_as_the_agent_role(
+    secure_broker: Broker, secure_names: TopicNames, tmp_path: Path
+) -> None:
+    import asyncio
+    import time
+
+    from tests.integration.kafka_io import Service
+
+    b, n = secure_broker.bootstrap, secure_names
+    log = tmp_path / "kern.log"
+    log.write_text(
+        "[  966.50] NVRM: Xid (PCI:0000:3b:00): 79, pid=1122, GPU has fallen off the bus.\n"
+    )
+    args = [
+        "agent", "--source", f"file:{log}", "--from-start", "--node", "gpu-17",
+        "--bootstrap", b, "--topic-prefix", n.prefix,
+    ]  # fmt: skip
+    with Service(args, tmp_path / "agent.log", role_env(secure_broker, "agent")) as agent:
+        deadline = time.monotonic() + 60
+        while not (seen := await read_all(b, secure_broker.security(), [n.gpu_xid])):
+            assert time.monotonic() < deadline, agent.log_tail()
+            await asyncio.sleep(0.5)  # a poll interval with a deadline, not a fixed wait
+    [(_, key, xid)] = seen
+    assert (key, xid["xid"]) == ("gpu-17", 79)
+    assert "Authenticated as agent via SCRAM-SHA-512" in agent.log_tail(200)
