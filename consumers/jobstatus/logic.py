@@ -76,8 +76,8 @@ class JobStatusProcessor:
         table: StatusTable,
         metrics: JobStatusMetrics,
         *,
+        deadline_ms: int,  # the service's setting (GPUFAILOVER_DECISION_DEADLINE_S)
         history_max: int = 50,
-        deadline_ms: int = 300_000,
         clock: Callable[[], int] = now_ms,
         sync: Callable[[], Awaitable[None]] | None = None,
     ) -> None:

@@ -249,23 +249,35 @@ async def test_a_termination_with_no_failover_still_waits_for_its_decision() -> 
 
 async def test_an_event_that_changes_nothing_is_counted_under_its_type() -> None:
     s = Service()
-    await s.batch(event("j", "started"))
-    assert await s.batch(event("j", "started")) == []
-    unchanged = s.registry.get_sample_value(
-        "gpufailover_jobstatus_unchanged_total", {"event": "started"}
-    )
-    assert unchanged == 1
+    await s.batch(event("j", "started"), event("j", "terminated"))
+    assert await s.batch(event("j", "started"), event("j", "terminated")) == []
+    for kind in ("started", "terminated"):
+        unchanged = s.registry.get_sample_value(
+            "gpufailover_jobstatus_unchanged_total", {"event": kind}
+        )
+        assert unchanged == 1, kind
 
 
 async def test_an_overdue_decision_is_logged_with_the_job_and_the_wait(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     s = Service()
+    s.p.deadline_ms = 600_000
     await s.batch(event("j", "terminated", ts=6_000))
-    s.now += DEADLINE_MS + 1_500
+    s.now += 600_000 + 1_500
     with caplog.at_level(logging.WARNING, logger="consumers.jobstatus.logic"):
         await s.tick()
     assert caplog.messages == [
-        "decision overdue: job j attempt 0 terminated at 6000, read 302 s ago, "
-        "no decision (deadline 300 s)"
+        "decision overdue: job j attempt 0 terminated at 6000, read 602 s ago, "
+        "no decision (deadline 600 s)"
     ]
+
+
+async def test_a_wait_on_a_partition_not_read_to_its_end_holds_back_only_its_own_job() -> None:
+    table = StatusTable()
+    read_ms = 10_000_000
+    for job, partition in (("a", 1), ("b", 0)):  # a first in the index, on a partition not ready
+        step = Step("Pending-failoverinprogress", 0, 5_000, "terminated")
+        table.apply(JobStatus(job, (step,), (Awaiting(0, 5_000, read_ms),)), partition, 0)
+    s = Service(table, start_ms=read_ms + DEADLINE_MS)
+    assert [a["job_id"] for a in alerts(await s.tick())] == ["b"]

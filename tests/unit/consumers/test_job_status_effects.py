@@ -22,7 +22,8 @@ REGISTRIES: dict[int, CollectorRegistry] = {}
 
 def make(**kwargs: object) -> JobStatusProcessor:
     registry = CollectorRegistry()
-    p = JobStatusProcessor(NAMES, StatusTable(), JobStatusMetrics.create(registry), **kwargs)
+    kwargs.setdefault("deadline_ms", 300_000)
+    p = JobStatusProcessor(NAMES, StatusTable(), JobStatusMetrics.create(registry), **kwargs)  # type: ignore[arg-type]
     REGISTRIES[id(p)] = registry
     return p
 

@@ -105,7 +105,7 @@ def test_records_round_trip() -> None:
 
 
 async def test_processor_publishes_only_changes() -> None:
-    p = JobStatusProcessor(NAMES, StatusTable(), JobStatusMetrics.create())
+    p = JobStatusProcessor(NAMES, StatusTable(), JobStatusMetrics.create(), deadline_ms=300_000)
     started = {"job_id": "j", "attempt": 0, "type": "started", "ts_ms": 1, "nodes": ["n1"]}
     p.begin()
     outputs = [
