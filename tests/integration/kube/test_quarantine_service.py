@@ -13,7 +13,7 @@ import pytest
 from lightkube import ApiError, codecs
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
-from lightkube.resources.core_v1 import Node
+from lightkube.resources.core_v1 import Event, Node
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from prometheus_client import CollectorRegistry
 
@@ -43,6 +43,11 @@ def node(kube: KubeCluster, name: str) -> Any:
     return kube.client().get(Node, name)
 
 
+def events(kube: KubeCluster, name: str) -> list[str]:
+    return [e.reason for e in kube.client().list(Event, namespace="default")
+            if e.involvedObject.name == name and e.reason.startswith("Gpufailover")]  # fmt: skip
+
+
 def quarantined(kube: KubeCluster, name: str) -> Callable[[], bool]:
     return lambda: bool(node(kube, name).spec.unschedulable and node(kube, name).spec.taints)
 
@@ -65,10 +70,16 @@ async def test_requests_quarantine_nodes_and_release_leaves_a_foreign_cordon(
 ) -> None:
     b, n = kafka_bootstrap, topic_names
     kube.client().patch(Node, "gpu-3", {"spec": {"unschedulable": True}})  # an operator's
-    await produce(b, [(n.quarantine_requests, name, quarantined_record(name, 1_000 + i))
-                      for i, name in enumerate(("gpu-2", "gpu-3"))])  # fmt: skip
+    requests: list[tuple[str, str | None, Any]] = [
+        (n.quarantine_requests, name, quarantined_record(name, 1_000 + i))
+        for i, name in enumerate(("gpu-2", "gpu-3"))
+    ]
+    await produce(b, requests + requests[:1])  # gpu-2's request delivered twice
     wait_for("gpu-2 quarantined", quarantined(kube, "gpu-2"), DEADLINE_S)
     wait_for("gpu-3 tainted", quarantined(kube, "gpu-3"), DEADLINE_S)
+    await wait_consumed(b, f"{n.prefix}gpufailover-quarantine", n.quarantine_requests)
+    await wait_consumed(b, f"{n.prefix}gpufailover-quarantine-actuator", n.nodes_quarantine)
+    assert events(kube, "gpu-2") == ["GpufailoverQuarantined"]  # acted once
     assert not node(kube, "gpu-1").spec.unschedulable
 
     target = ("--bootstrap", b, "--topic-prefix", n.prefix)
