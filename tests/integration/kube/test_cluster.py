@@ -93,3 +93,12 @@ def test_a_cluster_leaves_no_process_and_no_files_behind() -> None:
         assert len(procs) == 4 and all(p.poll() is None for p in procs)
     assert all(p.poll() is not None for p in procs)
     assert not cluster.base.exists()
+
+
+def test_a_test_can_add_a_node_and_reset_removes_it(kube: KubeCluster) -> None:
+    kube.create_gpu_node("gpu-9", gpus=4, labels={"pool": "spare"})
+    added = kube.client().get(Node, "gpu-9")
+    assert added.status.allocatable["nvidia.com/gpu"] == "4"
+    assert added.metadata.labels["pool"] == "spare" and not added.spec.taints
+    kube.reset()
+    assert sorted(n.metadata.name for n in kube.client().list(Node)) == sorted(NODES)
