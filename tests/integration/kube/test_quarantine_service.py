@@ -48,6 +48,10 @@ def events(kube: KubeCluster, name: str) -> list[str]:
             if e.involvedObject.name == name and e.reason.startswith("Gpufailover")]  # fmt: skip
 
 
+def cordoned(kube: KubeCluster) -> list[str]:
+    return [name for name in kube.nodes if node(kube, name).spec.unschedulable]
+
+
 def quarantined(kube: KubeCluster, name: str) -> Callable[[], bool]:
     return lambda: bool(node(kube, name).spec.unschedulable and node(kube, name).spec.taints)
 
@@ -115,8 +119,10 @@ def bind(kube: KubeCluster, user: str) -> None:
     )  # fmt: skip
 
 
-def settings(b: str, n: TopicNames, *, dry_run: bool = False) -> QuarantineSettings:
-    return QuarantineSettings(common(b, n, "quarantine"), BreakerConfig(fleet_size=100),
+def settings(
+    b: str, n: TopicNames, *, dry_run: bool = False, breaker: BreakerConfig | None = None
+) -> QuarantineSettings:
+    return QuarantineSettings(common(b, n, "quarantine"), breaker or BreakerConfig(fleet_size=100),
                               dry_run=dry_run, actuator_backoff=Backoff(100, 400))  # fmt: skip
 
 
@@ -170,3 +176,40 @@ async def test_dry_run_touches_no_node(
         "gpufailover_quarantine_actuator_calls_total", {"action": "quarantine"}
     )
     assert not calls
+
+
+async def test_the_breaker_stops_a_wave_before_it_reaches_the_cluster(
+    kube: KubeCluster, kafka_bootstrap: str, topic_names: TopicNames
+) -> None:
+    b, n = kafka_bootstrap, topic_names
+    actuator = KubernetesActuator(kube.async_client())
+    wave = settings(b, n, breaker=BreakerConfig(max_nodes=1, fleet_size=100))
+    run = lambda stop: run_quarantine(wave, stop, registry=CollectorRegistry(),  # noqa: E731
+                                      actuator=actuator)  # fmt: skip
+    try:
+        async with running(run):
+            await produce(b, [(n.quarantine_requests, f"gpu-{i}", quarantined_record(f"gpu-{i}", i))
+                              for i in (1, 2, 3)])  # fmt: skip
+            await until(lambda: bool(cordoned(kube)))  # the groups exist by then
+            await wait_consumed(b, f"{n.prefix}quarantine", n.quarantine_requests)
+            await wait_consumed(b, f"{n.prefix}quarantine-actuator", n.nodes_quarantine)
+    finally:
+        await actuator.client.close()
+    assert len(cordoned(kube)) == 1  # the first; the breaker refused the other two
+
+
+async def test_a_restart_puts_back_marks_removed_while_the_service_was_down(
+    kube: KubeCluster, kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> None:
+    b, n = kafka_bootstrap, topic_names
+    args = ("--actuator", "kubernetes", "--kubeconfig", str(kube.kubeconfig),
+            "--instance-id", "test", "--fleet-size", "100")  # fmt: skip
+    with service("quarantine", b, n.prefix, tmp_path, *args):
+        await produce(b, [(n.quarantine_requests, "gpu-1", quarantined_record("gpu-1", 10))])
+        wait_for("gpu-1 quarantined", quarantined(kube, "gpu-1"), DEADLINE_S)
+    # While it is down, someone runs `kubectl uncordon` and removes the taint: gpu-1 is still
+    # quarantined on nodes.quarantine, so the restarted service reconciles it back.
+    kube.client().patch(Node, "gpu-1", {"spec": {"unschedulable": None, "taints": None}})
+    with service("quarantine", b, n.prefix, tmp_path, *args) as restarted:
+        await restarted.wait_for_log("kubernetes reconcile: gpu-1 is quarantined but lacks")
+        wait_for("gpu-1 quarantined again", quarantined(kube, "gpu-1"), DEADLINE_S)
