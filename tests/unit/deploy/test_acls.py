@@ -70,8 +70,15 @@ def test_every_k8s_container_runs_as_a_declared_role_with_its_own_password() -> 
 
     k8s = Path(__file__).resolve().parents[3] / "deploy" / "k8s"
     seen: set[str] = set()
-    for path in k8s.glob("*-*.yaml"):
-        pod = yaml.safe_load(path.read_text())["spec"]["template"]["spec"]
+    workloads = [
+        (path, doc)
+        for path in k8s.glob("*.yaml")
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc.get("kind") in ("Deployment", "DaemonSet", "StatefulSet")
+    ]
+    assert workloads
+    for path, workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
         for container in pod.get("initContainers", []) + pod["containers"]:
             env = {e["name"]: e.get("value") for e in container.get("env", [])}
             users = {k: v for k, v in env.items() if k.endswith("SASL_USERNAME")}
