@@ -1,4 +1,4 @@
-"""`gpufailover k8s-events` metrics, `gpufailover_k8s_events_*`, on an injected registry (no
+"""`gpufailover k8s-events` metrics, `gpufailover_kubernetes_events_*`, on an injected registry (no
 job or pod names as labels)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-_P = "gpufailover_k8s_events"
+_P = "gpufailover_kubernetes_events"
 
 
 @dataclass(frozen=True)
