@@ -42,9 +42,15 @@ def pod(
     }
 
 
+def container(state: dict[str, Any], name: str = "trainer") -> dict[str, Any]:
+    """A container status with every field the API always returns."""
+    return {"name": name, "image": "registry.example/trainer:1", "imageID": "",
+            "ready": "running" in state, "restartCount": 0, "state": state}  # fmt: skip
+
+
 def running(name: str = "train-0", started: int = 5, **kw: Any) -> dict[str, Any]:
     state = {"running": {"startedAt": at(started)}}
-    return pod(name, phase="Running", containerStatuses=[{"name": "trainer", "state": state}],
+    return pod(name, phase="Running", containerStatuses=[container(state)],
                **kw)  # fmt: skip
 
 
@@ -53,20 +59,20 @@ def failed(
 ) -> dict[str, Any]:
     state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": at(5),
                             "finishedAt": at(ended)}}  # fmt: skip
-    return pod(name, phase="Failed", containerStatuses=[{"name": "trainer", "state": state}],
+    return pod(name, phase="Failed", containerStatuses=[container(state)],
                **kw)  # fmt: skip
 
 
 def succeeded(name: str = "train-0", ended: int = 90, **kw: Any) -> dict[str, Any]:
     state = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": at(5),
                             "finishedAt": at(ended)}}  # fmt: skip
-    return pod(name, phase="Succeeded", containerStatuses=[{"name": "trainer", "state": state}],
+    return pod(name, phase="Succeeded", containerStatuses=[container(state)],
                **kw)  # fmt: skip
 
 
 def image_pull_backoff(name: str = "train-0", **kw: Any) -> dict[str, Any]:
     state = {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}
-    return pod(name, containerStatuses=[{"name": "trainer", "state": state}], **kw)
+    return pod(name, containerStatuses=[container(state)], **kw)
 
 
 def disrupted(base: dict[str, Any], reason: str, when: int = 60) -> dict[str, Any]:

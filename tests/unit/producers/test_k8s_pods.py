@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from k8s_pod_fakes import T0_MS, disrupted, failed, image_pull_backoff, pod, running, succeeded
+from k8s_pod_fakes import (
+    T0_MS,
+    container,
+    disrupted,
+    failed,
+    image_pull_backoff,
+    pod,
+    running,
+    succeeded,
+)
 
 from producers.k8s.pods import BadPod, Ending, pod_view
 
@@ -49,7 +58,7 @@ def test_the_first_container_that_failed_is_the_one_reported() -> None:
     ok = {
         "terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": "2026-12-01T10:00:40Z"}
     }
-    p["status"]["containerStatuses"].insert(0, {"name": "sidecar", "state": ok})
+    p["status"]["containerStatuses"].insert(0, container(ok, "sidecar"))
     assert view(p).ended.reason == "OOMKilled"
 
 
@@ -105,3 +114,11 @@ def test_policy_labels_are_read() -> None:
 def test_unreadable_labels_are_a_clear_error(label: str, value: str) -> None:
     with pytest.raises(BadPod, match=label):
         view(running(labels={label: value}))
+
+
+def test_a_pod_read_through_lightkube_reads_the_same() -> None:
+    from lightkube.resources.core_v1 import Pod
+
+    for p in (running(), failed(code=137, reason="OOMKilled"), image_pull_backoff(),
+              disrupted(running(), "DeletionByPodGC")):  # fmt: skip
+        assert view(Pod.from_dict(p).to_dict(), deleted=True) == view(p, deleted=True)
