@@ -3,7 +3,9 @@
 - `log` runs nothing, and records the command it would run (Slurm `scontrol` or Kubernetes
   `kubectl`) in a list and, when given a path, a log file;
 - `slurm` (`actuator_slurm.py`) drains and resumes nodes with `scontrol`, and reconciles Slurm
-  with `nodes.quarantine` when the service starts.
+  with `nodes.quarantine` when the service starts;
+- `kubernetes` (`actuator_k8s.py`) cordons, taints and annotates Nodes through the API server,
+  releases only what it added, and reconciles the cluster when the service starts.
 Actuators must be idempotent: draining a drained node is a no-op.
 """
 
@@ -14,10 +16,13 @@ import logging
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from consumers.runtime.records import now_ms
 from schemas.quarantine import QuarantineRecord
+
+if TYPE_CHECKING:
+    from consumers.quarantine.k8s_node import KubernetesSettings
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +48,7 @@ class Reconciler(Protocol):
         nodes it changed. Raises on failure (retried by the service)."""
 
 
-ACTUATORS = ("log", "slurm")
+ACTUATORS = ("log", "slurm", "kubernetes")
 
 
 def scheduler_command(scheduler: str, action: str, record: QuarantineRecord) -> str:
@@ -84,11 +89,21 @@ def _append(path: Path, line: str) -> None:
         fh.write(line)
 
 
-def make_actuator(kind: str, scheduler: str, path: Path | None) -> Actuator:
+def make_actuator(
+    kind: str, scheduler: str, path: Path | None, *, kubernetes: KubernetesSettings | None = None
+) -> Actuator:
     if kind == "slurm":
         from consumers.quarantine.actuator_slurm import SlurmActuator
 
         return SlurmActuator()
+    if kind == "kubernetes":
+        from consumers.quarantine.actuator_k8s import KubernetesActuator
+        from consumers.quarantine.k8s_node import KubernetesSettings
+
+        k = kubernetes or KubernetesSettings()
+        return KubernetesActuator(
+            kubeconfig=k.kubeconfig, taint=k.taint, event_namespace=k.event_namespace
+        )
     if kind != "log":
         raise ValueError(f"unknown actuator {kind!r} (this build has: {', '.join(ACTUATORS)})")
     return LogActuator(scheduler, path)

@@ -51,7 +51,12 @@ async def run_quarantine(
     common, names = settings.common, settings.common.names
     metrics = QuarantineMetrics.create(registry)
     table = QuarantineTable()
-    act = actuator or make_actuator(settings.actuator, settings.scheduler, settings.actuator_log)
+    act = actuator or make_actuator(
+        settings.actuator,
+        settings.scheduler,
+        settings.actuator_log,
+        kubernetes=settings.kubernetes,
+    )
 
     def table_error(rec: InRecord, exc: Exception) -> None:
         metrics.loop.table_errors.labels(topic="nodes.quarantine").inc()

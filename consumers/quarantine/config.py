@@ -9,6 +9,12 @@ from pathlib import Path
 from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuator import ACTUATORS, SCHEDULERS
 from consumers.quarantine.breaker import BreakerConfig
+from consumers.quarantine.k8s_node import (
+    DEFAULT_TAINT_KEY,
+    TAINT_EFFECTS,
+    KubernetesSettings,
+    TaintSpec,
+)
 from consumers.runtime.config import CommonSettings, add_common_arguments, flag
 from gpufailover import settings as env
 
@@ -25,6 +31,7 @@ class QuarantineSettings:
     scheduler: str = "slurm"
     actuator_log: Path | None = None
     actuator_backoff: Backoff = field(default_factory=Backoff)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
     @staticmethod
     def from_env_and_args(args: argparse.Namespace | None = None) -> QuarantineSettings:
@@ -52,6 +59,7 @@ class QuarantineSettings:
                 args, "actuator_backoff_max_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_MAX_S", 60)
             )
             backoff = Backoff(first_ms=int(first_s * 1000), max_ms=int(max_s * 1000))
+            kubernetes = _kubernetes_settings(args)
         except ValueError as exc:
             raise SystemExit(str(exc)) from None
         actuator = flag(args, "actuator", env.env_str(f"{_E}ACTUATOR", "log"))
@@ -65,7 +73,23 @@ class QuarantineSettings:
             scheduler=scheduler,
             actuator_log=Path(log_path) if log_path else None,
             actuator_backoff=backoff,
+            kubernetes=kubernetes,
         )
+
+
+def _kubernetes_settings(args: argparse.Namespace | None) -> KubernetesSettings:
+    kubeconfig = flag(args, "kubeconfig", env.env_str("GPUFAILOVER_KUBECONFIG", ""))
+    taint = TaintSpec(
+        key=flag(args, "taint_key", env.env_str(f"{_E}TAINT_KEY", DEFAULT_TAINT_KEY)),
+        effect=flag(args, "taint_effect", env.env_str(f"{_E}TAINT_EFFECT", "NoSchedule")),
+    )
+    return KubernetesSettings(
+        kubeconfig=Path(kubeconfig) if kubeconfig else None,
+        taint=taint,
+        event_namespace=flag(
+            args, "event_namespace", env.env_str(f"{_E}EVENT_NAMESPACE", "default")
+        ),
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,8 +104,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--actuator",
         choices=ACTUATORS,
-        help="what a quarantine does: log (record the command) or slurm (drain/resume with "
-        f"scontrol; docs/slurm.md) (env {_E}ACTUATOR, default log)",
+        help="what a quarantine does: log (record the command), slurm (drain/resume with "
+        "scontrol; docs/slurm.md) or kubernetes (cordon, taint and annotate the Node; "
+        f"docs/kubernetes.md) (env {_E}ACTUATOR, default log)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubernetes actuator: kubeconfig file (env GPUFAILOVER_KUBECONFIG; default "
+        "KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount)",
+    )
+    parser.add_argument(
+        "--taint-key",
+        help=f"kubernetes actuator: the quarantine taint's key (env {_E}TAINT_KEY, default "
+        f"{DEFAULT_TAINT_KEY}); its value is the reason",
+    )
+    parser.add_argument(
+        "--taint-effect",
+        choices=TAINT_EFFECTS,
+        help="kubernetes actuator: NoSchedule keeps running pods, NoExecute evicts them "
+        f"(env {_E}TAINT_EFFECT, default NoSchedule)",
+    )
+    parser.add_argument(
+        "--event-namespace",
+        help="kubernetes actuator: namespace of the Node Events it records "
+        f"(env {_E}EVENT_NAMESPACE, default default)",
     )
     parser.add_argument(
         "--scheduler",
