@@ -21,7 +21,7 @@ from tests.integration.kube_cluster import KubeCluster, wait_for
 
 FAILOVER_CLASS = "gpufailover-failover"
 FAILOVER_PRIORITY = 1_000_000
-EXTRA_NODES = tuple(f"gpu-{i}" for i in range(5, 9))  # room for a 4-pod job to move
+EXTRA_NODES = tuple(f"gpu-{i}" for i in range(5, 10))  # room for a 4-pod job to move, and more
 
 
 def now_rfc3339() -> str:
