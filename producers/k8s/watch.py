@@ -23,6 +23,7 @@ from typing import Any
 import httpx2
 from lightkube import ALL_NS, ApiError, AsyncClient, operators
 from lightkube.resources.core_v1 import Pod
+from lightkube.types import OnErrorAction, OnErrorResult
 from prometheus_client import CollectorRegistry
 
 from consumers.quarantine.actuation import Backoff
@@ -114,6 +115,7 @@ class PodEvents:
                     labels=SELECTOR,
                     resource_version=version,
                     server_timeout=self.watch_timeout_s,
+                    on_error=self._renew,
                 ):
                     version = pod.metadata.resourceVersion if pod.metadata else version
                     failures = 0
@@ -129,6 +131,14 @@ class PodEvents:
                 version = await self._relist(stop)
             except (httpx2.HTTPError, OSError) as exc:
                 failures = await self._pause(exc, failures, stop)
+
+    def _renew(self, exc: Exception, count: int) -> OnErrorResult:
+        """The API server ends a watch request at its timeout by closing the connection (seen
+        as a protocol error): lightkube watches again at once from the last resourceVersion.
+        A second failure in a row is a real one: raised, retried here with back-off."""
+        if isinstance(exc, httpx2.TransportError) and count <= 1:
+            return OnErrorResult(OnErrorAction.RETRY)
+        return OnErrorResult(OnErrorAction.RAISE)
 
     async def _pause(self, exc: Exception, failures: int, stop: asyncio.Event) -> int:
         failures += 1

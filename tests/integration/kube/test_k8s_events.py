@@ -13,8 +13,11 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 from deploy.topics import TopicNames
+from producers.jobs import JobEventPublisher
 from producers.k8s.config import K8sEventsSettings
-from producers.k8s.watch import run_k8s_events
+from producers.k8s.metrics import K8sEventsMetrics
+from producers.k8s.tracker import JobTracker
+from producers.k8s.watch import PodEvents, run_k8s_events
 from tests.integration.kafka_io import Rec, wait_for
 from tests.integration.kube.training_jobs import (
     now_rfc3339,
@@ -122,3 +125,37 @@ async def test_pod_reports_become_job_events_once_across_watch_renewals_and_rest
         ("oom-1", "terminated", 0), ("lost-1", "started", 0), ("lost-1", "terminated", 0),
         ("pull-1", "pending", 0),
     ])  # fmt: skip
+
+
+async def test_a_watch_resumed_from_an_old_resource_version_sends_nothing_twice(
+    kube: KubeCluster, kube_namespace: str, kafka_bootstrap: str, topic_names: TopicNames
+) -> None:
+    admin, ns, topic = kube.client(), kube_namespace, topic_names.jobs_events
+    admin.create(training_job(ns, "train", "old-1", pods=1))
+    (pod,) = wait_bound(admin, ns, "old-1", 0, 1)
+    report_running(admin, pod)
+
+    class FromTheStart(PodEvents):
+        """Watches from resourceVersion 1 after its first list, as a watcher resuming after a
+        long absence: the API server replays the pod's whole history (ADDED, MODIFIED...)."""
+
+        async def _relist(self, stop: asyncio.Event) -> str | None:
+            await super()._relist(stop)
+            return "1"
+
+    metrics = K8sEventsMetrics.create()
+    client, stop = kube.async_client(), asyncio.Event()
+    async with JobEventPublisher(kafka_bootstrap, topics=topic_names) as publisher:
+        watcher = FromTheStart(client, publisher, JobTracker(), metrics, namespace=ns)
+        task = asyncio.create_task(watcher.run(stop))
+        try:
+            await wait_for(kafka_bootstrap, [topic], has("old-1", ("started", 0)))
+            report_failed(admin, pod, 1, "Error")
+            recs = await wait_for(kafka_bootstrap, [topic],
+                                  has("old-1", ("terminated", 0)), settle_s=2.0)  # fmt: skip
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)
+            await client.close()
+    assert events(recs, "old-1") == [("started", 0), ("terminated", 0)]
+    assert metrics.published.labels(type="started")._value.get() == 1
