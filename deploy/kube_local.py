@@ -41,6 +41,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
+ALREADY_EXISTS = 409
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -151,14 +152,18 @@ class KubeCluster:
 
     def service_account_token(self, namespace: str, name: str, *, create: bool = True) -> str:
         """A token of the ServiceAccount `namespace/name` (created first unless `create=False`)."""
+        from lightkube import ApiError
         from lightkube.models.authentication_v1 import TokenRequestSpec
         from lightkube.models.meta_v1 import ObjectMeta
         from lightkube.resources.core_v1 import ServiceAccount
 
         client = self.client()
         if create:
-            with contextlib.suppress(_conflict_error()):
+            try:
                 client.create(ServiceAccount(metadata=ObjectMeta(name=name, namespace=namespace)))
+            except ApiError as exc:
+                if exc.status.code != ALREADY_EXISTS:
+                    raise
         request = ServiceAccount.Token(
             metadata=ObjectMeta(name=name, namespace=namespace),
             spec=TokenRequestSpec(audiences=[], expirationSeconds=3600),
@@ -178,14 +183,16 @@ class KubeCluster:
         client = self.client()
         node_labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true"}
         client.create(Node(metadata=ObjectMeta(name=name, labels=node_labels | (labels or {}))))
-        client.patch(Node.Status, name, gpu_node_status(gpus))
-        self.reset_node(name)
+        self.reset_node(name, gpus)
 
-    def reset_node(self, name: str) -> None:
-        """Schedulable, no taints, no annotations, Ready again (between tests)."""
+    def reset_node(self, name: str, gpus: int = GPUS_PER_NODE) -> None:
+        """Ready with `gpus` GPUs, schedulable, no taints, no annotations (between tests). The
+        API server put the not-ready taint on at creation; the disabled node lifecycle
+        controller would have removed it once the node reported Ready."""
         from lightkube.resources.core_v1 import Node
 
         client = self.client()
+        client.patch(Node.Status, name, gpu_node_status(gpus))
         client.patch(
             Node, name, {"metadata": {"annotations": None}, "spec": {"unschedulable": None}}
         )
@@ -194,7 +201,6 @@ class KubeCluster:
         node = client.get(Node, name)
         if any(t.key == NOT_READY_TAINT for t in (node.spec.taints or [])):
             raise RuntimeError(f"node {name} still has the {NOT_READY_TAINT} taint")
-        client.patch(Node.Status, name, gpu_node_status())
 
     def reset(self) -> None:
         """Every default node reset, nodes a test added deleted, the `default` namespace's
@@ -209,12 +215,6 @@ class KubeCluster:
                 self.reset_node(name)
             else:
                 client.delete(Node, name)
-
-
-def _conflict_error() -> type[Exception]:
-    from lightkube import ApiError
-
-    return ApiError
 
 
 def _json_patch() -> Any:
@@ -366,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("build", "up"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    for noisy in ("httpx", "httpx2"):  # one INFO line per API request
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.command == "build":
         print(ensure_binaries())
         return 0

@@ -17,7 +17,7 @@ from lightkube.models.core_v1 import (
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node, Pod
 
-from tests.integration.kube_cluster import NODES, KubeCluster, wait_for
+from tests.integration.kube_cluster import NODES, KubeCluster, running_kube_cluster, wait_for
 
 
 def test_nodes_are_ready_gpu_nodes_without_taints(kube: KubeCluster) -> None:
@@ -84,3 +84,21 @@ def test_a_service_account_token_authenticates_as_that_account(
         list(kube.client(token).list(Node))
     assert refused.value.status.code == 403
     assert f"system:serviceaccount:{kube_namespace}:probe" in (refused.value.status.message or "")
+
+
+def test_a_cluster_leaves_no_process_and_no_files_behind() -> None:
+    with running_kube_cluster(nodes=("solo",)) as cluster:
+        assert [n.metadata.name for n in cluster.client().list(Node)] == ["solo"]
+        procs = list(cluster.processes.values())
+        assert len(procs) == 4 and all(p.poll() is None for p in procs)
+    assert all(p.poll() is not None for p in procs)
+    assert not cluster.base.exists()
+
+
+def test_a_test_can_add_a_node_and_reset_removes_it(kube: KubeCluster) -> None:
+    kube.create_gpu_node("gpu-9", gpus=4, labels={"pool": "spare"})
+    added = kube.client().get(Node, "gpu-9")
+    assert added.status.allocatable["nvidia.com/gpu"] == "4"
+    assert added.metadata.labels["pool"] == "spare" and not added.spec.taints
+    kube.reset()
+    assert sorted(n.metadata.name for n in kube.client().list(Node)) == sorted(NODES)

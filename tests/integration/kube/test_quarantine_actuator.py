@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from lightkube import ApiError
 from lightkube.resources.core_v1 import Event, Node
 
 from consumers.quarantine.actuator import QUARANTINE, RELEASE
 from consumers.quarantine.actuator_k8s import KubernetesActuator
-from consumers.quarantine.k8s_node import ANNOTATION, TaintSpec
+from consumers.quarantine.k8s_node import ANNOTATION, NodeView, TaintSpec, quarantine_patch
 from schemas.decisions import Evidence
 from schemas.quarantine import QuarantineRecord
 from tests.integration.kube_cluster import KubeCluster
@@ -132,3 +133,14 @@ async def test_reconcile_reapplies_what_was_undone_and_releases_what_was_release
     assert gpu1.spec.unschedulable is True and len(taints(gpu1)) == 1
     assert not gpu2.spec.unschedulable and not gpu2.spec.taints
     assert await actuator.reconcile(desired.get) == 0  # now in agreement
+
+
+def test_a_patch_computed_from_a_stale_node_is_refused(kube: KubeCluster) -> None:
+    """The resourceVersion in the patch: someone else's change in between -> 409, and the
+    actuation stage retries from a fresh read instead of overwriting their taints."""
+    stale = NodeView.from_node(node(kube, "gpu-1"))
+    kube.client().patch(Node, "gpu-1", {"spec": {"taints": [OPERATOR_TAINT]}})
+    with pytest.raises(ApiError) as conflict:
+        kube.client().patch(Node, "gpu-1", quarantine_patch(stale, record("gpu-1"), TaintSpec(), 0))
+    assert conflict.value.status.code == 409
+    assert taints(node(kube, "gpu-1")) == [OPERATOR_TAINT]

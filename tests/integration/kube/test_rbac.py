@@ -27,7 +27,7 @@ def install(kube: KubeCluster, namespace: str, *files: str) -> None:
     client = kube.client()
     for name in files:
         for obj in codecs.load_all_yaml((K8S / name).read_text()):
-            if obj.kind == "ServiceAccount":
+            if obj.kind == "ServiceAccount" and obj.metadata is not None:
                 obj.metadata.namespace = namespace
             for subject in getattr(obj, "subjects", None) or []:
                 subject.namespace = namespace
