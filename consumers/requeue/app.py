@@ -10,6 +10,7 @@ then decisions are consumed in one consumer group, one transaction per batch. Wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from prometheus_client import CollectorRegistry
@@ -85,34 +86,42 @@ async def run_requeue(
             topics=(names.failover_decisions,),
             names=names,
         )
-        decide = TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
-        if settings.scheduler == "slurm":
-            stage: SchedulerStage = SlurmStage(
-                common.bootstrap,
-                f"{common.group_id}-slurm",
-                names,
-                SlurmScheduler(settings.priority_boost, settings.retry_priority_boost),
-                SlurmStageMetrics.create(registry),
-                settings.backoff,
-            )
-        elif settings.scheduler == "kubernetes":
-            stage = await _kubernetes_stage(settings, registry)
-        else:
-            await decide
-            return
-        await run_together(decide, stage.run(stop))
+        async with contextlib.AsyncExitStack() as resources:
+            stage: SchedulerStage | None = None
+            if settings.scheduler == "slurm":
+                stage = SlurmStage(
+                    common.bootstrap,
+                    f"{common.group_id}-slurm",
+                    names,
+                    SlurmScheduler(settings.priority_boost, settings.retry_priority_boost),
+                    SlurmStageMetrics.create(registry),
+                    settings.backoff,
+                )
+            elif settings.scheduler == "kubernetes":
+                stage = await _kubernetes_stage(settings, registry, resources)
+            decide = TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
+            if stage is None:
+                await decide
+            else:
+                await run_together(decide, stage.run(stop))
 
 
 async def _kubernetes_stage(
-    settings: RequeueSettings, registry: CollectorRegistry | None
+    settings: RequeueSettings,
+    registry: CollectorRegistry | None,
+    resources: contextlib.AsyncExitStack,
 ) -> SchedulerStage:
+    """The stage over the Kubernetes API; its client is closed with `resources`. Refuses to
+    start (SystemExit) when the failover PriorityClass is missing."""
     from consumers.requeue.k8s_stage import kubernetes_stage_metrics
     from consumers.requeue.kubernetes import KubernetesScheduler
     from gpufailover.kubeclient import make_async_client
 
     common = settings.common
+    client = make_async_client(settings.kubeconfig, "gpufailover-requeue")
+    resources.push_async_callback(client.close)
     scheduler = KubernetesScheduler(
-        make_async_client(settings.kubeconfig, "gpufailover-requeue"),
+        client,
         namespace=settings.k8s_namespace,
         failover_priority_class=settings.k8s_failover_priority_class,
         retry_priority_class=settings.k8s_retry_priority_class,

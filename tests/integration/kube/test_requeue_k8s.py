@@ -4,6 +4,7 @@ failover priority; a repeated command creates nothing more."""
 
 from __future__ import annotations
 
+import pytest
 from lightkube.resources.batch_v1 import Job
 
 from consumers.requeue.kubernetes import KubernetesScheduler
@@ -87,12 +88,8 @@ async def test_a_rejected_job_is_annotated_and_left_alone_and_a_missing_one_is_n
         assert job.metadata.annotations["gpufailover.io/decision"] == (
             "software -> reject (software.reject), attempt 0, not requeued"
         )
-        try:
+        with pytest.raises(NotActionable, match="no Job labelled"):
             await scheduler.requeue(command("no-such-job", 0, ()))
-        except NotActionable as exc:
-            assert "no Job labelled" in str(exc)
-        else:
-            raise AssertionError("a job with no Job must not be actionable")
     finally:
         await async_client.close()
 
@@ -105,3 +102,13 @@ def _exists(client: object, namespace: str, name: str) -> bool:
     except ApiError:
         return False
     return True
+
+
+async def test_a_missing_failover_priority_class_refuses_to_start(kube: KubeCluster) -> None:
+    async_client = kube.async_client()
+    try:
+        scheduler = KubernetesScheduler(async_client, failover_priority_class="no-such-class")
+        with pytest.raises(SystemExit, match="PriorityClass 'no-such-class' does not exist"):
+            await scheduler.check()
+    finally:
+        await async_client.close()
