@@ -132,8 +132,13 @@ async def test_xid79_cordons_the_node_and_moves_the_job_oom_is_rejected_redelive
         report_running(admin, pod)
     recs = await wait_for_records(kafka_bootstrap, [n.jobs_status],
         lambda rs: _statuses(rs, "train-e2e")[-1:] == [("Running", 1)])  # fmt: skip
-    flow = [s for s, _ in _statuses(recs, "train-e2e")]
-    assert flow[0] == "Running" and "Pending-failoverinprogress" in flow
+    (last,) = [r.value for r in recs if r.key == "train-e2e"][-1:]
+    assert [(h["status"], h["attempt"]) for h in last["history"]] == [
+        ("Running", 0),
+        ("Pending-failoverinprogress", 0),
+        ("Pending-imagepullbackoff", 1),
+        ("Running", 1),
+    ]
 
     # An OOM-killed trainer: rejected, no node touched, the Job stays as it is, annotated.
     admin.create(training_job(ns, "oom", "oom-e2e", pods=1))
