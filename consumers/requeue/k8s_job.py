@@ -16,6 +16,7 @@ attempt a creates `<base>-r<a+1>`: the same Job with
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,9 @@ BASE_NAME = "gpufailover.io/base-name"
 REQUEUED_FROM = "gpufailover.io/requeued-from"
 EXCLUDED_NODES = "gpufailover.io/excluded-nodes"
 DECISION = "gpufailover.io/decision"
+# On the relocated pods: the job's last checkpoint ({step, uri, ts_ms, attempt}) as JSON, for
+# the trainer to resume from (downward API: metadata.annotations['gpufailover.io/checkpoint']).
+CHECKPOINT = "gpufailover.io/checkpoint"
 # Labels the Job controller puts on a Job and its pod template: a copy must not carry them.
 CONTROLLER_LABELS = frozenset(
     {"controller-uid", "job-name", "batch.kubernetes.io/controller-uid",
@@ -119,6 +123,7 @@ def relocated_job(
     exclude_nodes: Sequence[str],
     priority_class: str | None,
     decision: str,
+    checkpoint: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Job (as the API's JSON) that restarts `old` as `next_attempt` away from
     `exclude_nodes`, at `priority_class` (None: keep the template's)."""
@@ -139,6 +144,14 @@ def relocated_job(
     template = spec.setdefault("template", {})
     tmeta = template.setdefault("metadata", {})
     tmeta["labels"] = _labels(tmeta.get("labels"), job_id, next_attempt)
+    template_annotations = dict(tmeta.get("annotations") or {})
+    template_annotations.pop(CHECKPOINT, None)  # an earlier attempt's
+    if checkpoint is not None:
+        template_annotations[CHECKPOINT] = json.dumps(dict(checkpoint), sort_keys=True)
+    if template_annotations:
+        tmeta["annotations"] = template_annotations
+    else:
+        tmeta.pop("annotations", None)
     pod = template.setdefault("spec", {})
     pod["affinity"] = with_excluded_nodes(pod.get("affinity"), exclude_nodes, excluded_before(old))
     if not pod["affinity"]:

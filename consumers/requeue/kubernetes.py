@@ -122,6 +122,7 @@ class KubernetesScheduler:
             priority_class=self.priority_class(cmd.action),
             decision=f"{cmd.verdict} -> {cmd.action} ({cmd.reason}), attempt {cmd.attempt} "
             f"requeued as attempt {cmd.next_attempt}",
+            checkpoint=cmd.checkpoint,
         )
         try:
             await self.client.create(cast(Job, Job.from_dict(body)))

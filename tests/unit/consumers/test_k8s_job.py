@@ -4,6 +4,7 @@ and what the Job controller owns stripped."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from consumers.requeue.k8s_job import (
     ATTEMPT_LABEL,
     BASE_NAME,
+    CHECKPOINT,
     EXCLUDED_NODES,
     JOB_ID_LABEL,
     REQUEUED_FROM,
@@ -185,3 +187,12 @@ def test_attempt_of_reads_the_label(labels: dict[str, str] | None, attempt: int)
 def test_attempt_of_refuses_a_bad_label(bad: str) -> None:
     with pytest.raises(ValueError, match=ATTEMPT_LABEL):
         attempt_of({ATTEMPT_LABEL: bad})
+
+
+def test_the_last_checkpoint_is_handed_to_the_relocated_pods_and_not_kept_when_absent() -> None:
+    ckpt = {"step": 1200, "uri": "s3://ckpt/train-7/1200", "ts_ms": 5, "attempt": 0}
+    new = relocate(stored_job(), checkpoint=ckpt)
+    raw = new["spec"]["template"]["metadata"]["annotations"][CHECKPOINT]
+    assert json.loads(raw) == ckpt
+    later = relocate(new, next_attempt=2)  # no checkpoint reported since: none handed on
+    assert CHECKPOINT not in later["spec"]["template"]["metadata"].get("annotations", {})
