@@ -74,6 +74,13 @@ ROLES: tuple[Role, ...] = (
     Role("agent", "GPU node agent", writes=("gpu.xid", "gpu.health")),
     Role("scheduler", "scheduler hooks (`gpufailover publish`)", writes=("jobs.events",)),
     Role("telemetry", "training-script telemetry client", writes=("training.telemetry",)),
+    # Reads jobs.events once at start (no group) so that a restart sends nothing twice.
+    Role(
+        "k8s-events",
+        "Kubernetes pod watcher (`gpufailover k8s-events`)",
+        reads=("jobs.events",),
+        writes=("jobs.events",),
+    ),
     Role(
         "classifier",
         "stream processor (faust app and signal filter)",

@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "consumers.status_cli",  # status JOB
     "producers.agent_cli",  # agent
     "producers.publish_cli",  # publish started|terminated|...
+    "producers.k8s_events_cli",  # k8s-events
     "gpufailover.demo_cli",  # demo
     "gpufailover.bench_cli",
     "gpufailover.chaos_cli",  # chaos

@@ -8,7 +8,8 @@ from typing import Any
 from schemas import _fields as f
 from schemas.errors import SchemaError
 
-EVENT_TYPES = frozenset({"submitted", "started", "terminated", "succeeded", "cancelled"})
+# `pending`: the attempt cannot start yet, `reason` says why (ImagePullBackOff).
+EVENT_TYPES = frozenset({"submitted", "pending", "started", "terminated", "succeeded", "cancelled"})
 NODES_REQUIRED = frozenset({"started", "terminated"})
 TRAINING_TYPES = frozenset({"on_demand", "spot"})
 DEFAULT_MAX_FAILOVERS = 3

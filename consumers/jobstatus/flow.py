@@ -3,6 +3,7 @@
 | input                                   | status                                |
 |-----------------------------------------|---------------------------------------|
 | `submitted`                             | Submitted                             |
+| `pending`, reason an image pull failure | Pending-imagepullbackoff              |
 | `started` (attempt n)                   | Running                               |
 | `terminated`, failover on, on-demand    | Pending-failoverinprogress (deciding) |
 | `terminated`, failover off or spot      | unchanged: the decision says Failed   |
@@ -13,12 +14,13 @@
 A decision's status is one of Pending-failoverinprogress, Pending-internalerror,
 Pending-maxretriesexceeded and Failed.
 
-Steps are kept in (attempt, event) order, events ranked submitted < started < terminated <
-decision < succeeded, cancelled; the current status is the last step. Inputs arrive on two
-topics in no guaranteed order, so a step that arrives late is inserted where it belongs (the
-current status stays), and a step already there changes nothing: redelivered and stale inputs
-publish nothing. Adjacent steps with the same status and attempt merge (a decision confirming
-the `Pending-failoverinprogress` that `terminated` set keeps the earlier time, adds its rule).
+Steps are kept in (attempt, event) order, events ranked submitted < pending < started <
+terminated < decision < succeeded, cancelled; the current status is the last step. Inputs
+arrive on two topics in no guaranteed order, so a step that arrives late is inserted where it
+belongs (the current status stays), and a step already there changes nothing: redelivered and
+stale inputs publish nothing. Adjacent steps with the same status and attempt merge (a decision
+confirming the `Pending-failoverinprogress` that `terminated` set keeps the earlier time, adds
+its rule).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from schemas.decisions import Decision
 from schemas.jobs import JobEvent
 
 DECIDING = "Pending-failoverinprogress"
+IMAGE_PULL = "Pending-imagepullbackoff"
+IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName"})
 EVENT_STATUS = {
     "submitted": "Submitted",
     "started": "Running",
@@ -43,6 +47,10 @@ def step_for_event(event: JobEvent) -> Step | None:
         if not event.failover or event.training_type == "spot":
             return None  # no failover to wait for: Running -> Failed on the decision
         return Step(DECIDING, event.attempt, event.ts_ms, "terminated")
+    if event.type == "pending":
+        if event.reason not in IMAGE_PULL_REASONS:
+            return None  # no status of the mission says more than the one it has
+        return Step(IMAGE_PULL, event.attempt, event.ts_ms, "pending")
     return Step(EVENT_STATUS[event.type], event.attempt, event.ts_ms, event.type)
 
 

@@ -12,11 +12,12 @@ from schemas.errors import SchemaError
 # What moved the status; also the order of updates within one attempt.
 EVENT_RANK = {
     "submitted": 0,
-    "started": 1,
-    "terminated": 2,
-    "decision": 3,
-    "succeeded": 4,
-    "cancelled": 4,
+    "pending": 1,
+    "started": 2,
+    "terminated": 3,
+    "decision": 4,
+    "succeeded": 5,
+    "cancelled": 5,
 }
 EVENTS = frozenset(EVENT_RANK)
 

@@ -3,12 +3,14 @@
 Startup: one tail reads `nodes.quarantine` (the quarantine set), `jobs.events` (specs and
 priorities) and `jobs.requeue` (what was already requeued) to their ends and keeps following;
 then decisions are consumed in one consumer group, one transaction per batch. With
-`--scheduler slurm` a second stage carries the commands out on Slurm (`slurm_stage.py`).
+`--scheduler slurm` or `kubernetes` a second stage carries the commands out on that scheduler
+(`stage.py` over `slurm.py` or `kubernetes.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from prometheus_client import CollectorRegistry
@@ -19,6 +21,7 @@ from consumers.requeue.logic import RequeueProcessor
 from consumers.requeue.metrics import RequeueMetrics
 from consumers.requeue.slurm import SlurmScheduler
 from consumers.requeue.slurm_stage import SlurmStage, SlurmStageMetrics
+from consumers.requeue.stage import SchedulerStage
 from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.loop import LoopConfig, TransactionalLoop
 from consumers.runtime.records import InRecord
@@ -85,17 +88,55 @@ async def run_requeue(
             names=names,
             security=common.security,
         )
-        decide = TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
-        if settings.scheduler != "slurm":
-            await decide
-            return
-        stage = SlurmStage(
-            common.bootstrap,
-            f"{common.group_id}-slurm",
-            names,
-            SlurmScheduler(settings.priority_boost, settings.retry_priority_boost),
-            SlurmStageMetrics.create(registry),
-            settings.backoff,
-            security=common.security,
-        )
-        await run_together(decide, stage.run(stop))
+        async with contextlib.AsyncExitStack() as resources:
+            stage: SchedulerStage | None = None
+            if settings.scheduler == "slurm":
+                stage = SlurmStage(
+                    common.bootstrap,
+                    f"{common.group_id}-slurm",
+                    names,
+                    SlurmScheduler(settings.priority_boost, settings.retry_priority_boost),
+                    SlurmStageMetrics.create(registry),
+                    settings.backoff,
+                    security=common.security,
+                )
+            elif settings.scheduler == "kubernetes":
+                stage = await _kubernetes_stage(settings, registry, resources)
+            decide = TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
+            if stage is None:
+                await decide
+            else:
+                await run_together(decide, stage.run(stop))
+
+
+async def _kubernetes_stage(
+    settings: RequeueSettings,
+    registry: CollectorRegistry | None,
+    resources: contextlib.AsyncExitStack,
+) -> SchedulerStage:
+    """The stage over the Kubernetes API; its client is closed with `resources`. Refuses to
+    start (SystemExit) when the failover PriorityClass is missing."""
+    from consumers.requeue.k8s_stage import kubernetes_stage_metrics
+    from consumers.requeue.kubernetes import KubernetesScheduler
+    from gpufailover.kubeclient import make_async_client
+
+    common = settings.common
+    client = make_async_client(settings.kubeconfig, "gpufailover-requeue")
+    resources.push_async_callback(client.close)
+    scheduler = KubernetesScheduler(
+        client,
+        namespace=settings.k8s_namespace,
+        failover_priority_class=settings.k8s_failover_priority_class,
+        retry_priority_class=settings.k8s_retry_priority_class,
+    )
+    await scheduler.check()
+    return SchedulerStage(
+        "kubernetes",
+        common.bootstrap,
+        f"{common.group_id}-kubernetes",
+        common.names,
+        scheduler,
+        kubernetes_stage_metrics(registry),
+        settings.backoff,
+        security=common.security,
+    )

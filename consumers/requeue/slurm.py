@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 
 from consumers.quarantine.actuator_scontrol import OURS, SlurmCommandError, scontrol, show_job
 from consumers.requeue.records import RequeueCommand
+from consumers.requeue.stage import NotActionable, Outcome
 from schemas.decisions import Decision
 
 log = logging.getLogger(__name__)
+
+__all__ = ["NotActionable", "Outcome", "SlurmScheduler"]
 
 PENDING_TIMEOUT_S = 30.0
 PRIORITY_MAX = 4_294_967_294  # Slurm's priority is a uint32; its top value means "infinite"
@@ -37,16 +39,6 @@ HELD_BY_REQUEUE = "job_requeued_in_held_state"
 GONE = ("Invalid job id", "Invalid job id specified")
 FINISHED = "Job has already finished"
 NOT_REQUEUEABLE = ("disabled", "Only batch jobs", "not allowed")
-
-
-class NotActionable(Exception):
-    """The job cannot be acted on, now or later (gone from slurmctld, not requeueable)."""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    what: str  # requeued | completed (finished a requeue started before) | running | stale | ended
-    restarts: int
 
 
 def _restarts(job: dict[str, str]) -> int:

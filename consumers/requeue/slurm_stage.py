@@ -1,147 +1,38 @@
-"""The Slurm stage of the requeue service (`--scheduler slurm`): carries out `jobs.requeue` on
-Slurm, and leaves jobs whose decision is give_up/reject/fail ended with a Comment.
-
-It reads `jobs.requeue` (the service's own committed commands: the excluded nodes and the
-action are decided there) and `failover.decisions` in its own consumer group `<group>-slurm`,
-and commits a record's offset only once Slurm has done it, so a crash or a failed command
-repeats it, never loses it; `slurm.py` makes a repeat a no-op. A failed command is retried
-with back-off (`gpufailover_requeue_slurm_errors_total`); a job slurmctld cannot act on
-(forgotten, or not requeueable) is logged and counted, not retried.
-"""
+"""The Slurm stage of the requeue service (`--scheduler slurm`): the scheduler stage
+(`stage.py`: offsets committed only once Slurm has done it, retries with back-off) over
+`SlurmScheduler`, with its metrics `gpufailover_requeue_slurm_*`."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-from dataclasses import dataclass
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from consumers.quarantine.actuation import Backoff
-from consumers.requeue.records import RequeueCommand
-from consumers.requeue.slurm import NotActionable, Outcome, SlurmScheduler
-from consumers.runtime.records import InRecord
+from consumers.requeue.slurm import SlurmScheduler
+from consumers.requeue.stage import END_ACTIONS, SchedulerStage, StageMetrics
 from deploy.topics import TopicNames
-from gpufailover.kafka import make_consumer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
-from schemas.codec import loads
-from schemas.decisions import Decision
-from schemas.errors import SchemaError
 
-log = logging.getLogger(__name__)
-
-END_ACTIONS = frozenset({"give_up", "reject", "fail"})
-_P = "gpufailover_requeue_slurm"
+__all__ = ["END_ACTIONS", "SlurmStage", "SlurmStageMetrics"]
 
 
-@dataclass(frozen=True)
 class SlurmStageMetrics:
-    actions: Counter  # labels: outcome (requeued|completed|running|stale|ended)
-    errors: Counter
-    not_actionable: Counter
-    unreadable: Counter
-
     @staticmethod
-    def create(registry: CollectorRegistry | None = None) -> SlurmStageMetrics:
-        r = CollectorRegistry() if registry is None else registry
-        return SlurmStageMetrics(
-            actions=Counter(
-                f"{_P}_actions_total", "Slurm actions done, by outcome", ["outcome"], registry=r
-            ),
-            errors=Counter(
-                f"{_P}_errors_total", "Slurm commands that failed (retried)", registry=r
-            ),
-            not_actionable=Counter(
-                f"{_P}_not_actionable_total",
-                "Jobs Slurm cannot act on (forgotten, not requeueable): logged, not retried",
-                registry=r,
-            ),
-            unreadable=Counter(
-                f"{_P}_unreadable_total",
-                "Records skipped as unreadable (their topic's owner dead-letters them)",
-                registry=r,
-            ),
-        )
+    def create(registry: CollectorRegistry | None = None) -> StageMetrics:
+        return StageMetrics.create("slurm", registry)
 
 
-class SlurmStage:
+class SlurmStage(SchedulerStage):
     def __init__(
         self,
         bootstrap: str,
         group_id: str,
         names: TopicNames,
         scheduler: SlurmScheduler,
-        metrics: SlurmStageMetrics,
+        metrics: StageMetrics,
         backoff: Backoff,
         *,
         security: KafkaSecurity = PLAINTEXT,
     ) -> None:
-        self.bootstrap, self.group_id, self.names = bootstrap, group_id, names
-        self.security = security
-        self.scheduler, self.metrics, self.backoff = scheduler, metrics, backoff
-
-    async def run(self, stop: asyncio.Event) -> None:
-        consumer = make_consumer(self.bootstrap, self.group_id, security=self.security)
-        await consumer.start()
-        try:
-            consumer.subscribe([self.names.jobs_requeue, self.names.failover_decisions])
-            while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=500)
-                for tp, records in batch.items():
-                    for raw in records:
-                        if not await self._until_done(InRecord.from_consumer(raw), stop):
-                            return  # stopped while retrying: not committed, redone next start
-                        await consumer.commit({tp: raw.offset + 1})
-        finally:
-            await consumer.stop()
-
-    async def _until_done(self, rec: InRecord, stop: asyncio.Event) -> bool:
-        failures = 0
-        while not stop.is_set():
-            try:
-                outcome = await self.handle(rec)
-            except NotActionable as exc:
-                self.metrics.not_actionable.inc()
-                log.warning("slurm: %s not carried out: %s", rec.where, exc)
-                return True
-            except Exception:
-                failures += 1
-                self.metrics.errors.inc()
-                delay = self.backoff.delay_ms(failures) / 1000
-                log.exception("slurm: %s failed %d time(s); retrying in %.1f s", rec.where,
-                              failures, delay)  # fmt: skip
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
-                continue
-            if outcome is not None:
-                self.metrics.actions.labels(outcome=outcome.what).inc()
-            return True
-        return False
-
-    async def handle(self, rec: InRecord) -> Outcome | None:
-        value = self._decode(rec)
-        if value is None:
-            return None
-        try:
-            if rec.topic == self.names.jobs_requeue:
-                return await self.scheduler.requeue(RequeueCommand.from_dict(value))
-            d = Decision.from_dict(value)
-        except SchemaError as exc:
-            self.metrics.unreadable.inc()
-            log.warning("slurm: unreadable record at %s skipped: %s", rec.where, exc)
-            return None
-        if d.action in END_ACTIONS:
-            return await self.scheduler.leave_ended(d)
-        return None  # failover/retry: done from its jobs.requeue command
-
-    def _decode(self, rec: InRecord) -> Any:
-        if rec.value is None:
-            return None
-        try:
-            return loads(rec.value)
-        except SchemaError as exc:
-            self.metrics.unreadable.inc()
-            log.warning("slurm: unreadable record at %s skipped: %s", rec.where, exc)
-            return None
+        super().__init__(
+            "slurm", bootstrap, group_id, names, scheduler, metrics, backoff, security=security
+        )

@@ -5,6 +5,7 @@ No skip: if the binaries cannot be built (no Go, no network on a first run), the
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ def kube_namespace(kube: KubeCluster, request: pytest.FixtureRequest) -> Iterato
     """A namespace of this test's own, with its `default` ServiceAccount; deleted afterwards."""
     from lightkube import ApiError
     from lightkube.models.meta_v1 import ObjectMeta
-    from lightkube.resources.core_v1 import Namespace, ServiceAccount
+    from lightkube.resources.core_v1 import Namespace, Pod, ServiceAccount
 
     name = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower())[:40].strip("-")
     namespace = f"{name}-{uuid.uuid4().hex[:6]}"
@@ -53,4 +54,9 @@ def kube_namespace(kube: KubeCluster, request: pytest.FixtureRequest) -> Iterato
 
     wait_for(f"the default ServiceAccount of {namespace}", has_default_account, 30)
     yield namespace
+    # No kubelet confirms a pod's death: without this its pods would stay Terminating, bound
+    # to their nodes, holding GPUs the scheduler then refuses to later tests' pods.
+    for pod in list(client.list(Pod, namespace=namespace)):
+        with contextlib.suppress(ApiError):
+            client.delete(Pod, pod.metadata.name, namespace=namespace, grace_period=0)
     client.delete(Namespace, namespace)

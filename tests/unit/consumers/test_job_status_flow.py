@@ -117,3 +117,20 @@ async def test_processor_publishes_only_changes() -> None:
     assert [value(o)["status"] for o in outputs] == ["Running", "Pending-failoverinprogress"]
     current = p.table.get("j")
     assert current is not None and current.current.status == "Pending-failoverinprogress"
+
+
+def test_a_relocated_job_that_cannot_pull_its_image_shows_imagepullbackoff_then_runs() -> None:
+    pulling = ev("pending", 1, 28, reason="ImagePullBackOff")
+    stuck = run([*FAILOVER[:3], pulling])
+    assert flow(stuck)[-1] == ("Pending-imagepullbackoff", 1)
+    for order in itertools.permutations([*FAILOVER, pulling]):
+        assert flow(run(list(order))) == [
+            ("Running", 0),
+            ("Pending-failoverinprogress", 0),
+            ("Pending-imagepullbackoff", 1),
+            ("Running", 1),
+        ]
+
+
+def test_a_pending_event_for_another_reason_changes_no_status() -> None:
+    assert ev("pending", 1, 28, reason="Unschedulable") is None

@@ -17,7 +17,7 @@ def writes(role: str, prefix: str = "p.") -> set[str]:
 def test_one_role_per_component() -> None:
     assert set(ROLE_NAMES) == {
         "agent", "scheduler", "telemetry", "classifier", "quarantine", "requeue", "job-status",
-        "operator", "deployer",
+        "operator", "deployer", "k8s-events",
     }  # fmt: skip
 
 

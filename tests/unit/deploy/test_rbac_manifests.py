@@ -81,3 +81,25 @@ def test_pods_use_their_account_and_kafka_only_pods_mount_no_token() -> None:
         assert pod["automountServiceAccountToken"] is False, name
     for pod in (w["spec"]["template"]["spec"] for w in workloads.values()):
         assert pod.get("serviceAccountName", "default") in {*accounts, "default"}
+
+
+def test_requeue_role_is_exactly_what_the_kubernetes_requeue_does() -> None:
+    role = _of_kind("ClusterRole")["gpufailover-requeue"]
+    assert _grants(role) == {
+        ("batch", "jobs", "list"),
+        ("batch", "jobs", "create"),
+        ("batch", "jobs", "delete"),
+        ("batch", "jobs", "patch"),
+        ("scheduling.k8s.io", "priorityclasses", "get"),
+    }
+
+
+def test_k8s_events_runs_once_with_its_own_account_and_the_failover_class_is_shipped() -> None:
+    deployment = _of_kind("Deployment")["gpufailover-k8s-events"]
+    assert deployment["spec"]["replicas"] == 1
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "gpufailover-k8s-events"
+    assert pod["containers"][0]["args"][0] == "k8s-events"
+    (cls,) = _of_kind("PriorityClass").values()
+    assert cls["metadata"]["name"] == "gpufailover-failover" and cls["value"] > 0
+    assert cls["globalDefault"] is False

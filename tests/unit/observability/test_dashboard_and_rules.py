@@ -11,8 +11,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from consumers.jobstatus.metrics import JobStatusMetrics
 from consumers.quarantine.metrics import QuarantineMetrics
+from consumers.requeue.k8s_stage import kubernetes_stage_metrics
 from consumers.requeue.metrics import RequeueMetrics
 from consumers.requeue.slurm_stage import SlurmStageMetrics
+from producers.k8s.metrics import K8sEventsMetrics
 from producers.metrics import AgentMetrics
 from streams.metrics import ClassifierMetrics
 from tests.promql_names import (
@@ -36,8 +38,11 @@ def registries() -> dict[str, CollectorRegistry]:
     QuarantineMetrics.create(out["quarantine"])
     RequeueMetrics.create(out["requeue"])
     SlurmStageMetrics.create(out["requeue"])  # the requeue service with --scheduler slurm
+    kubernetes_stage_metrics(out["requeue"])  # ... and with --scheduler kubernetes
     JobStatusMetrics.create(out["jobstatus"])
     out["agent"] = AgentMetrics().registry
+    out["kubernetes_events"] = CollectorRegistry()
+    K8sEventsMetrics.create(out["kubernetes_events"])
     return out
 
 
