@@ -145,13 +145,21 @@ def test_a_policy_file_can_change_the_windows_and_classes(tmp_path: Path) -> Non
     data = copy.deepcopy(RAW)
     data["grace_s"] = 30
     data["xid"]["43"] = "hardware"  # the short form: code -> class
-    data["reasons"]["Preempted"] = "transient"
+    data["reasons"]["SpotReclaimed"] = "transient"
     path = tmp_path / "policy.json"
     path.write_bytes(orjson.dumps(data))
     p = load_policy(path)
     assert p.grace_ms == 30_000
     assert p.classify_xid(43) == "hardware"
-    assert p.classify_reason("Preempted") == "transient"
+    assert p.classify_reason("SpotReclaimed") == "transient"
+
+
+def test_the_shipped_policy_retries_what_the_scheduler_took_away() -> None:
+    # The reasons the Slurm hook (PREEMPTED) and k8s-events (preemption, eviction, node lost)
+    # send: the job did nothing wrong, so without hardware evidence it is retried, not refused.
+    for reason in ("Preempted", "Evicted", "WorkerLost"):
+        assert POLICY.classify_reason(reason) == "transient", reason
+    assert POLICY.classify_reason("OOMKilled") == "software"
 
 
 def mutated(change: Any) -> dict[str, Any]:
