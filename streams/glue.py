@@ -18,6 +18,7 @@ from schemas.codec import loads
 from schemas.dead_letter import DeadLetter
 from schemas.decisions import Decision, Evidence
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
 from streams.clock import now_ms
 from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
@@ -88,8 +89,13 @@ class NodeGlue:
         names: TopicNames,
         nodes: MutableMapping[str, NodeState],
         clocks: MutableMapping[str, PartitionClock],
+        bounds: EventTimeBounds | None = None,
     ) -> None:
         self.policy = policy
+        # The future bound for releases on nodes.quarantine (schemas.event_time): a release
+        # stamped far ahead would void every later window's evidence on the node. Old
+        # releases are harmless (the compacted topic keeps them): no past bound here.
+        self.bounds = None if bounds is None else EventTimeBounds(bounds.max_future_skew_ms)
         self.names = names
         self.nodes = nodes
         self.clocks = clocks
@@ -123,6 +129,8 @@ class NodeGlue:
                 outputs = self._signal(side, partition, data)
             elif topic == names.nodes_quarantine:
                 q = QuarantineRecord.from_dict(data)
+                if self.bounds is not None:
+                    self.bounds.check("ts_ms", q.ts_ms, now_ms())
                 if q.state == "released":
                     side.on_release(q.node, q.ts_ms)
                 outputs = []

@@ -11,6 +11,7 @@ from deploy.topics import TopicNames
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
 from streams.clock import InputClock, Lagging, never_lagging, now_ms
@@ -33,8 +34,11 @@ class JobGlue:
         clocks: MutableMapping[str, ProgressClock],
         idle_after_ms: int,
         lagging: Lagging = never_lagging,
+        bounds: EventTimeBounds | None = None,
     ) -> None:
         self.policy = policy
+        # Clock-relative event-time bounds (schemas.event_time); None: none (unit tests).
+        self.bounds = bounds
         self.names = names
         self.jobs = jobs
         self.progress = progress
@@ -80,10 +84,12 @@ class JobGlue:
             data = loads(value or b"")
             if topic == names.jobs_events:
                 event = JobEvent.from_dict(data)
+                self._check_time(event.ts_ms)
                 outputs.extend(self._advance(tracker, partition, topic, event.ts_ms))
                 outputs.extend(side.on_job_event(event))
             elif topic == names.training_telemetry:
                 rec = TrainingTelemetry.from_dict(data)
+                self._check_time(rec.ts_ms)
                 outputs.extend(self._advance(tracker, partition, topic, rec.ts_ms))
                 outputs.extend(tracker.on_telemetry(rec))
             elif topic == names.node_evidence:
@@ -97,6 +103,11 @@ class JobGlue:
             return [bad] if bad else []
         self.time.record_done(partition, tracker.clock.watermark)
         return self._encode(outputs, partition, tracker)
+
+    def _check_time(self, ts_ms: int) -> None:
+        """A record out of the event-time bounds is dead-lettered before it moves a clock."""
+        if self.bounds is not None:
+            self.bounds.check("ts_ms", ts_ms, now_ms())
 
     def _advance(
         self, tracker: ProgressTracker, partition: int, topic: str, ts_ms: int

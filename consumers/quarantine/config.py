@@ -46,7 +46,16 @@ class QuarantineSettings:
                 ),
                 min_nodes=flag(args, "breaker_min_nodes", env.env_int(f"{_E}BREAKER_MIN_NODES", 2)),
                 fleet_size=flag(args, "fleet_size", env.env_int("GPUFAILOVER_FLEET_SIZE", 0)),
+                inventory=read_inventory(
+                    flag(args, "fleet_inventory", env.env_str("GPUFAILOVER_FLEET_INVENTORY", ""))
+                ),
             )
+            share = flag(args, "breaker_max_share", env.env_float(f"{_E}BREAKER_MAX_SHARE", 0))
+            if share and not (breaker.fleet_size or breaker.inventory):
+                raise ValueError(
+                    "the breaker's share rule needs the fleet: give --fleet-size or "
+                    "--fleet-inventory (GPUFAILOVER_FLEET_SIZE / GPUFAILOVER_FLEET_INVENTORY)"
+                )
             first_s = flag(args, "actuator_backoff_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_S", 1))
             max_s = flag(
                 args, "actuator_backoff_max_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_MAX_S", 60)
@@ -66,6 +75,23 @@ class QuarantineSettings:
             actuator_log=Path(log_path) if log_path else None,
             actuator_backoff=backoff,
         )
+
+
+def read_inventory(path: str) -> frozenset[str] | None:
+    """The fleet's node names, one per line (blank lines and `#` comments skipped); None when
+    no file is given. ValueError names the file and what is wrong."""
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"fleet inventory {path}: cannot read: {exc}") from None
+    nodes = frozenset(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
+    if not nodes:
+        raise ValueError(f"fleet inventory {path}: no node names")
+    return nodes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,6 +153,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fleet-size",
         type=int,
-        help="known fleet size; the fleet is the larger of this and the distinct nodes seen "
+        help="fleet size for the breaker's share rule; 0: unknown, the share rule is off "
         "(env GPUFAILOVER_FLEET_SIZE, default 0)",
+    )
+    parser.add_argument(
+        "--fleet-inventory",
+        help="file of the fleet's node names, one per line: the fleet size is its length, and a "
+        "quarantine of a node not in it is refused (env GPUFAILOVER_FLEET_INVENTORY)",
     )

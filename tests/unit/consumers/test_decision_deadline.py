@@ -16,6 +16,7 @@ from consumers.runtime.records import InRecord, Output
 from streams.engine.progress import JobAlert
 
 DEADLINE_MS = 300_000
+T0 = 1_700_000_000_000  # job events are stamped in epoch ms (schemas.bounds.TS_FLOOR_MS)
 READY = frozenset({(NAMES.failover_decisions, 0)})  # the fakes put every record on partition 0
 
 
@@ -50,7 +51,7 @@ class Service:
         return self.registry.get_sample_value(name)
 
 
-def event(job: str, kind: str, attempt: int = 0, ts: int = 5_000) -> InRecord:
+def event(job: str, kind: str, attempt: int = 0, ts: int = T0 + 5_000) -> InRecord:
     body = {"job_id": job, "attempt": attempt, "type": kind, "ts_ms": ts, "nodes": ["n1"]}
     return rec(NAMES.jobs_events, job, body)
 
@@ -61,7 +62,7 @@ def alerts(outputs: Sequence[Output]) -> list[dict[str, object]]:
 
 async def test_no_decision_by_the_deadline_raises_one_alert_and_marks_the_attempt() -> None:
     s = Service()
-    await s.batch(event("j", "started"), event("j", "terminated", ts=6_000))
+    await s.batch(event("j", "started"), event("j", "terminated", ts=T0 + 6_000))
     read_ms = s.now
     s.now += DEADLINE_MS - 1
     assert await s.tick() == []
@@ -77,7 +78,7 @@ async def test_no_decision_by_the_deadline_raises_one_alert_and_marks_the_attemp
             0,
             s.now,
             {
-                "terminated_ts_ms": 6_000,
+                "terminated_ts_ms": T0 + 6_000,
                 "read_ms": read_ms,
                 "deadline_s": 300.0,
                 "waited_s": 300.0,
@@ -88,7 +89,7 @@ async def test_no_decision_by_the_deadline_raises_one_alert_and_marks_the_attemp
     [status] = [value(o) for o in outputs if o.topic == NAMES.jobs_status]
     assert status["status"] == "Pending-failoverinprogress"  # no verdict is made up
     assert status["awaiting_decision"] == [
-        {"attempt": 0, "terminated_ts_ms": 6_000, "read_ms": read_ms, "overdue_ms": s.now}
+        {"attempt": 0, "terminated_ts_ms": T0 + 6_000, "read_ms": read_ms, "overdue_ms": s.now}
     ]
     assert s.metric("gpufailover_jobstatus_decisions_overdue_total") == 1
     assert s.metric("gpufailover_jobstatus_overdue_decisions") == 1
@@ -100,7 +101,7 @@ async def test_a_decision_in_time_means_no_alert() -> None:
     s = Service()
     await s.batch(event("j", "terminated"))
     s.now += 1_000
-    await s.batch(rec(NAMES.failover_decisions, "j", decision("j", ts=7_000)))
+    await s.batch(rec(NAMES.failover_decisions, "j", decision("j", ts=T0 + 7_000)))
     s.now += DEADLINE_MS * 2
     assert await s.tick() == []
     assert s.metric("gpufailover_jobstatus_awaited_decisions") == 0
