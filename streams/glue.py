@@ -7,7 +7,7 @@ the records to send, so the agents in `streams.app` stay a few lines each.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,8 +90,10 @@ class NodeGlue:
         nodes: MutableMapping[str, NodeState],
         clocks: MutableMapping[str, PartitionClock],
         bounds: EventTimeBounds | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.policy = policy
+        self.clock = clock  # the wall clock of the event-time bound
         # The future bound for releases on nodes.quarantine (schemas.event_time): a release
         # stamped far ahead would void every later window's evidence on the node. Old
         # releases are harmless (the compacted topic keeps them): no past bound here.
@@ -130,7 +132,7 @@ class NodeGlue:
             elif topic == names.nodes_quarantine:
                 q = QuarantineRecord.from_dict(data)
                 if self.bounds is not None:
-                    self.bounds.check("ts_ms", q.ts_ms, now_ms())
+                    self.bounds.check("ts_ms", q.ts_ms, self.clock())
                 if q.state == "released":
                     side.on_release(q.node, q.ts_ms)
                 outputs = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 
 import orjson
 
@@ -35,10 +35,13 @@ class JobGlue:
         idle_after_ms: int,
         lagging: Lagging = never_lagging,
         bounds: EventTimeBounds | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.policy = policy
-        # Clock-relative event-time bounds (schemas.event_time); None: none (unit tests).
+        # Clock-relative event-time bounds (schemas.event_time) against `clock`, the wall
+        # clock; None: none (unit tests).
         self.bounds = bounds
+        self.clock = clock
         self.names = names
         self.jobs = jobs
         self.progress = progress
@@ -107,7 +110,7 @@ class JobGlue:
     def _check_time(self, ts_ms: int) -> None:
         """A record out of the event-time bounds is dead-lettered before it moves a clock."""
         if self.bounds is not None:
-            self.bounds.check("ts_ms", ts_ms, now_ms())
+            self.bounds.check("ts_ms", ts_ms, self.clock())
 
     def _advance(
         self, tracker: ProgressTracker, partition: int, topic: str, ts_ms: int
