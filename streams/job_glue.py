@@ -20,6 +20,7 @@ from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
 from streams.glue import CLOCK_PERSIST_EVERY_MS, Out, dead_letter
 from streams.policy import Policy
+from streams.tables import WriteBack
 
 log = logging.getLogger("gpufailover.classifier")
 
@@ -43,7 +44,8 @@ class JobGlue:
         self.bounds = bounds
         self.clock = clock
         self.names = names
-        self.jobs = jobs
+        # Each record's job-state writes reach the table once, after it (streams.tables).
+        self.jobs: WriteBack[JobState] = WriteBack(jobs)
         self.progress = progress
         self.clocks = clocks
         self.time = InputClock(
@@ -73,6 +75,19 @@ class JobGlue:
     def handle(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
     ) -> list[Out]:
+        """The records to send for one input record; its job-state changes are written back
+        once it is handled, and not at all if handling it raises."""
+        try:
+            out = self._handle(topic, partition, offset, key, value)
+        except BaseException:
+            self.jobs.discard()
+            raise
+        self.jobs.flush()
+        return out
+
+    def _handle(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> list[Out]:
         side = self.side(partition)
         tracker = side.progress
         assert tracker is not None
@@ -96,10 +111,13 @@ class JobGlue:
                 outputs.extend(self._advance(tracker, partition, topic, rec.ts_ms))
                 outputs.extend(tracker.on_telemetry(rec))
             elif topic == names.node_evidence:
-                outputs.extend(side.on_node_report(NodeReport.from_dict(data)))
+                # One report, or several of one job packed by the node agent (streams.glue).
+                for report in data.get("reports", (data,)):
+                    outputs.extend(side.on_node_report(NodeReport.from_dict(report)))
             else:
                 raise SchemaError("topic", f"job agent does not read {topic!r}")
         except (SchemaError, KeyError, TypeError) as exc:
+            self.jobs.discard()  # a packed record is used whole or not at all
             bad = dead_letter(
                 names, topic, partition, offset, key, value, str(exc), "decode", "job-agent"
             )

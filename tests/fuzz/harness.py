@@ -50,7 +50,7 @@ from schemas.event_time import EventTimeBounds
 from streams.glue import NodeGlue
 from streams.job_glue import JobGlue
 from streams.policy import Policy, load_policy
-from streams.replay import Replayer
+from streams.replay import MAX_LINE_BYTES, Replayer
 from streams.signal_filter import InputRecord, SignalFilter
 from tests.fuzz.mutate import (
     CONSUMER_TOPICS,
@@ -136,11 +136,14 @@ def fuzz_replay(per_topic: int, seed: int, policy: Policy) -> Result:
         hostile = _timed(result, records(PIPELINE_TOPICS, per_topic, seed))
         for lineno, h in enumerate(hostile, start=1):
             result.records += 1
-            unknown = h.topic in UNKNOWN_TOPICS
-            expected[lineno] = "unknown topic" if unknown else expected_reject(
-                h.topic, h.value, REPLAY
-            )  # fmt: skip
-            yield replay_line(h)
+            line = replay_line(h)
+            if h.topic in UNKNOWN_TOPICS:
+                expected[lineno] = "unknown topic"
+            elif len(line) > MAX_LINE_BYTES:  # the key counts too (a 1 MB node id, say)
+                expected[lineno] = "line over the limit"
+            else:
+                expected[lineno] = expected_reject(h.topic, h.value, REPLAY)
+            yield line
 
     seen: set[int] = set()
     try:
