@@ -132,7 +132,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--breaker-window-s",
         type=float,
-        help=f"breaker window in event-time seconds (env {_E}BREAKER_WINDOW_S, default 600)",
+        help="breaker window in seconds of arrival (wall-clock) time "
+        f"(env {_E}BREAKER_WINDOW_S, default 600)",
     )
     parser.add_argument(
         "--breaker-max-share",
