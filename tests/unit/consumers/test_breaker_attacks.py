@@ -116,3 +116,31 @@ async def test_requests_and_decisions_below_the_floor_are_refused() -> None:
         p.handle(req(FLEET[0], 1_700_000_000))  # seconds, not milliseconds
     with pytest.raises(SchemaError, match="decided_ts_ms"):
         p.handle(rec(NAMES.failover_decisions, "j", decision("j", ts=0)))
+
+
+async def test_a_far_future_decision_is_refused_by_every_consumer_alike() -> None:
+    from consumers.jobstatus.logic import JobStatusProcessor, StatusTable
+    from consumers.jobstatus.metrics import JobStatusMetrics
+    from consumers.requeue.logic import RequeueProcessor
+    from consumers.requeue.metrics import RequeueMetrics
+    from consumers.requeue.state import JobSpecs, Requeued
+
+    far = rec(NAMES.failover_decisions, "j", decision("j", ts=YEAR_2100))
+    ok = rec(NAMES.failover_decisions, "j", decision("j", ts=NOW - 1_000))
+    status = JobStatusProcessor(
+        NAMES, StatusTable(), JobStatusMetrics.create(), clock=lambda: NOW, bounds=EventTimeBounds()
+    )
+    requeue = RequeueProcessor(
+        NAMES,
+        QuarantineTable(),
+        JobSpecs(),
+        Requeued(),
+        RequeueMetrics.create(),
+        bounds=EventTimeBounds(),
+        clock=lambda: NOW,
+    )
+    for p in (status, requeue, make(BreakerConfig())):
+        p.begin()
+        with pytest.raises(SchemaError, match=r"decided_ts_ms: .* ahead of the clock"):
+            p.handle(far)
+        assert p.handle(ok) != []  # the same decision in bounds is acted on
