@@ -298,9 +298,19 @@ def consumer_loops() -> list[tuple[str, Any, Processor]]:
         clock=lambda: NOW_MS,
     )
     r_metrics = RequeueMetrics.create(CollectorRegistry())
-    requeue = RequeueProcessor(NAMES, QuarantineTable(), JobSpecs(), Requeued(), r_metrics)
+    requeue = RequeueProcessor(
+        NAMES,
+        QuarantineTable(),
+        JobSpecs(),
+        Requeued(),
+        r_metrics,
+        bounds=LIVE,
+        clock=lambda: NOW_MS,
+    )
     j_metrics = JobStatusMetrics.create(CollectorRegistry())
-    jobstatus = JobStatusProcessor(NAMES, StatusTable(), j_metrics, clock=lambda: NOW_MS)
+    jobstatus = JobStatusProcessor(
+        NAMES, StatusTable(), j_metrics, clock=lambda: NOW_MS, bounds=LIVE
+    )
     return [
         ("quarantine", _loop(quarantine, q_metrics.loop, ()), quarantine),
         ("requeue", _loop(requeue, r_metrics.loop, ()), requeue),
