@@ -51,7 +51,8 @@ class QuarantineSettings:
                 ),
             )
             share = flag(args, "breaker_max_share", env.env_float(f"{_E}BREAKER_MAX_SHARE", 0))
-            if share and not (breaker.fleet_size or breaker.inventory):
+            # A share of 1 never trips: asking for it without a fleet is no mistake.
+            if 0 < share < 1 and not (breaker.fleet_size or breaker.inventory):
                 raise ValueError(
                     "the breaker's share rule needs the fleet: give --fleet-size or "
                     "--fleet-inventory (GPUFAILOVER_FLEET_SIZE / GPUFAILOVER_FLEET_INVENTORY)"

@@ -39,6 +39,8 @@ def test_the_share_rule_asked_for_without_a_fleet_is_an_error() -> None:
         parse("quarantine", "--breaker-max-share", "0.1", "--fleet-size", "64")
     )
     assert (q.breaker.max_share, q.breaker.fleet_size) == (0.1, 64)
+    off = QuarantineSettings.from_env_and_args(parse("quarantine", "--breaker-max-share", "1"))
+    assert off.breaker.max_share == 1.0  # a share that never trips needs no fleet
 
 
 def test_an_inventory_file_names_the_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
