@@ -90,6 +90,28 @@ def is_ts(value: int) -> bool:
     return TS_FLOOR_MS <= value <= TS_CEIL_MS
 
 
+FLAT_MAX_ITEMS = 64
+
+
+def is_flat(value: dict[str, Any]) -> bool:
+    """A small object of numbers, booleans, nulls and short strings (a health sample's
+    metrics): what `check_free_object` accepts, told apart cheaply for the decoders' fast
+    path; anything else goes through the full check."""
+    if len(value) > FLAT_MAX_ITEMS:
+        return False
+    for k, v in value.items():
+        t = type(v)
+        if len(k) > TEXT_MAX_CHARS or not (
+            t is int
+            or t is float
+            or t is bool
+            or v is None
+            or (t is str and len(v) <= TEXT_MAX_CHARS)
+        ):
+            return False
+    return True
+
+
 def check_free_object(name: str, value: dict[str, Any]) -> dict[str, Any]:
     """A free-form object must stay small and shallow: it is copied into state and outputs."""
     items = 0

@@ -44,7 +44,9 @@ class GpuHealth:
             uuid, pci, version = get("gpu_uuid"), get("pci_bus_id"), get("schema_version")
             if (
                 type(node) is str
-                and b.is_id(node)
+                and 0 < len(node) <= b.ID_MAX_CHARS
+                and node.isprintable()
+                and " " not in node  # b.is_id, inlined
                 and type(ts) is int
                 and b.TS_FLOOR_MS <= ts <= b.TS_CEIL_MS
                 and type(cond) is str
@@ -52,7 +54,7 @@ class GpuHealth:
                 and (gpu is None or (type(gpu) is int and 0 <= gpu <= b.GPU_INDEX_MAX))
                 and (sev is None or (type(sev) is str and sev in SEVERITIES))
                 and (detail is None or (type(detail) is str and len(detail) <= b.TEXT_MAX_CHARS))
-                and metrics is None  # a free-form object: checked below
+                and (metrics is None or (type(metrics) is dict and b.is_flat(metrics)))
                 and (uuid is None or (type(uuid) is str and len(uuid) <= b.SHORT_MAX_CHARS))
                 and (pci is None or (type(pci) is str and len(pci) <= b.SHORT_MAX_CHARS))
                 and (version is None or version == f.SCHEMA_VERSION)

@@ -39,7 +39,9 @@ class GpuXid:
             count, version = get("count"), get("schema_version")
             if (
                 type(node) is str
-                and b.is_id(node)
+                and 0 < len(node) <= b.ID_MAX_CHARS
+                and node.isprintable()
+                and " " not in node  # b.is_id, inlined
                 and type(code) is int
                 and 0 <= code <= b.XID_MAX
                 and type(ts) is int

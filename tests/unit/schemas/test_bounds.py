@@ -286,3 +286,30 @@ def test_event_time_bounds_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(FUTURE_SKEW_ENV, "-5")
     with pytest.raises(SystemExit, match=">= 0"):
         EventTimeBounds.from_env(live=True)
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        {"temp_c": 71, "power_w": 300.5, "ok": True, "none": None, "name": "x"},
+        {str(i): i for i in range(b.FLAT_MAX_ITEMS)},
+        {str(i): i for i in range(b.FLAT_MAX_ITEMS + 1)},  # not flat: the full check takes it
+        {"k": "x" * b.TEXT_MAX_CHARS},
+        {"k": "x" * (b.TEXT_MAX_CHARS + 1)},
+        {"k" * (b.TEXT_MAX_CHARS + 1): 1},
+        {"nested": {"a": [1, 2]}},
+    ],
+)
+def test_health_metrics_fast_and_checked_paths_agree(metrics: dict[str, Any]) -> None:
+    value = health(metrics=metrics)
+    try:
+        checked: Any = GpuHealth.from_dict_checked(value)
+    except SchemaError as exc:
+        checked = str(exc)
+    try:
+        fast: Any = GpuHealth.from_dict(value)
+    except SchemaError as exc:
+        fast = str(exc)
+    assert fast == checked
+    assert b.is_flat(metrics) == (len(metrics) <= b.FLAT_MAX_ITEMS and isinstance(fast, GpuHealth)
+                                  and "nested" not in metrics)  # fmt: skip
