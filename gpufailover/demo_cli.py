@@ -23,6 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from schemas.event_time import BOUNDS_OFF_ENV
+
 STOP_GRACE_S = 40.0
 
 
@@ -142,6 +144,9 @@ def start_pipeline(
         GPUFAILOVER_QUARANTINE_ACTUATOR_LOG=str(workdir / "actuator.log"),
         GPUFAILOVER_STATE_DIR=str(workdir / "state"),  # faust's data dir: not in ~/.cache
     )
+    # Simulated time runs faster than the wall clock (--time-scale): the clock-relative
+    # event-time bounds would refuse the fleet's records within seconds.
+    env.update(BOUNDS_OFF_ENV)
     env.update(extra_env or {})
     cmd = [
         sys.executable, "-m", "gpufailover", "--log-level", log_level, "run",
@@ -263,7 +268,11 @@ def _with_broker(args: argparse.Namespace, cfg: Any, bootstrap: str) -> int:
     if prepared is None:
         return 1
     prefix, workdir = prepared
-    proc = start_pipeline(bootstrap, prefix, args.partitions, args.nodes, workdir, "INFO")
+    # The breaker's window is wall-clock time: 10 simulated minutes, as on a real fleet.
+    window_s = {"GPUFAILOVER_QUARANTINE_BREAKER_WINDOW_S": str(600 / args.time_scale)}
+    proc = start_pipeline(
+        bootstrap, prefix, args.partitions, args.nodes, workdir, "INFO", window_s
+    )  # fmt: skip
     ok = False
     try:
         code, ok = _session(args, cfg, bootstrap, prefix, proc)

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from schemas.bounds import MAX_VALUE_BYTES
 from schemas.errors import SchemaError
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
@@ -24,6 +25,9 @@ DECODERS: dict[str, Callable[[Any], InputRecord]] = {
 
 
 def loads(raw: bytes | str) -> Any:
+    """Parse one record's value; a value over MAX_VALUE_BYTES is refused unread."""
+    if len(raw) > MAX_VALUE_BYTES:
+        raise SchemaError("value", f"{len(raw)} bytes, over the limit of {MAX_VALUE_BYTES}")
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -185,7 +185,7 @@ class DeadLetter:
         d = f.as_object(value)
         f.check_version(d)
         encoding = f.opt_enum(d, "raw_encoding", ENCODINGS) or "utf-8"
-        raw = f.opt_str(d, "raw")
+        raw = f.opt_str(d, "raw", max_len=2 * MAX_RAW_BYTES)  # base64: 4/3 of the bytes
         if raw is not None and encoding == "base64":
             try:
                 base64.b64decode(raw, validate=True)

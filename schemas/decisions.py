@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import _fields as f
+from schemas import bounds as b
 from schemas.errors import SchemaError
 
 VERDICTS = frozenset({"hardware", "software", "transient", "unknown"})
@@ -57,9 +58,13 @@ class Evidence:
         code = d.get("code")
         if not isinstance(code, int | str) or isinstance(code, bool):
             raise SchemaError("code", "expected an integer or a string")
+        if isinstance(code, str) and len(code) > b.SHORT_MAX_CHARS:
+            raise SchemaError("code", f"longer than {b.SHORT_MAX_CHARS} characters")
+        if isinstance(code, int):
+            f.check_int("code", code, 0, b.XID_MAX)
         return Evidence(
-            node=f.opt_str(d, "node"),
-            gpu_index=f.opt_int(d, "gpu_index"),
+            node=f.opt_id(d, "node"),
+            gpu_index=f.opt_int(d, "gpu_index", minimum=0, maximum=b.GPU_INDEX_MAX),
             kind=f.req_enum(d, "kind", EVIDENCE_KINDS),
             code=code,
             ts_ms=f.req_int(d, "ts_ms"),
@@ -67,6 +72,18 @@ class Evidence:
             count=f.opt_int(d, "count", minimum=1) or 1,
             last_ts_ms=f.opt_int(d, "last_ts_ms"),
         )
+
+
+def evidence_list(d: Any, *, required: bool) -> list[Any]:
+    """The raw `evidence` list of a decision or quarantine record, capped like a node list."""
+    ev = d.get("evidence")
+    if ev is None and not required:
+        return []
+    if not isinstance(ev, list):
+        raise SchemaError("evidence", "expected a list")
+    if len(ev) > b.MAX_JOB_NODES:
+        raise SchemaError("evidence", f"{len(ev)} items, more than the cap of {b.MAX_JOB_NODES}")
+    return ev
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,15 +124,13 @@ class Decision:
     def from_dict(value: Any) -> Decision:
         d = f.as_object(value)
         f.check_version(d)
-        ev = d.get("evidence")
-        if not isinstance(ev, list):
-            raise SchemaError("evidence", "expected a list")
+        ev = evidence_list(d, required=True)
         next_attempt = d.get("next_attempt")
         if next_attempt is not None:
-            next_attempt = f.check_int("next_attempt", next_attempt, 0)
+            next_attempt = f.check_int("next_attempt", next_attempt, 0, b.I32_MAX)
         return Decision(
-            job_id=f.req_str(d, "job_id"),
-            attempt=f.req_int(d, "attempt", minimum=0),
+            job_id=f.req_id(d, "job_id"),
+            attempt=f.req_int(d, "attempt", minimum=0, maximum=b.I32_MAX),
             verdict=f.req_enum(d, "verdict", VERDICTS),
             action=f.req_enum(d, "action", ACTIONS),
             status=f.req_enum(d, "status", STATUSES),
@@ -123,7 +138,9 @@ class Decision:
             next_attempt=next_attempt,
             evidence=tuple(Evidence.from_dict(e) for e in ev),
             rule=f.req_str(d, "rule"),
-            terminated_ts_ms=f.req_int(d, "terminated_ts_ms"),
-            decided_ts_ms=f.req_int(d, "decided_ts_ms"),
+            # Bounded above so arithmetic on them cannot overflow; the floor and the future
+            # bound are the consumers' (schemas.event_time): these are our own outputs.
+            terminated_ts_ms=f.req_int(d, "terminated_ts_ms", maximum=b.TS_CEIL_MS),
+            decided_ts_ms=f.req_int(d, "decided_ts_ms", maximum=b.TS_CEIL_MS),
             checkpoint=f.opt_object(d, "checkpoint"),
         )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import _fields as f
+from schemas import bounds as b
 
 HARDWARE_CONDITIONS = frozenset(
     {"gpu_lost", "ecc_uncorrectable", "row_remap_failure", "thermal", "power", "pcie", "nvlink"}
@@ -43,16 +44,19 @@ class GpuHealth:
             uuid, pci, version = get("gpu_uuid"), get("pci_bus_id"), get("schema_version")
             if (
                 type(node) is str
-                and node
+                and 0 < len(node) <= b.ID_MAX_CHARS
+                and node.isprintable()
+                and " " not in node  # b.is_id, inlined
                 and type(ts) is int
+                and b.TS_FLOOR_MS <= ts <= b.TS_CEIL_MS
                 and type(cond) is str
                 and cond in CONDITIONS
-                and (gpu is None or (type(gpu) is int and gpu >= 0))
+                and (gpu is None or (type(gpu) is int and 0 <= gpu <= b.GPU_INDEX_MAX))
                 and (sev is None or (type(sev) is str and sev in SEVERITIES))
-                and (detail is None or type(detail) is str)
-                and (metrics is None or type(metrics) is dict)
-                and (uuid is None or type(uuid) is str)
-                and (pci is None or type(pci) is str)
+                and (detail is None or (type(detail) is str and len(detail) <= b.TEXT_MAX_CHARS))
+                and (metrics is None or (type(metrics) is dict and b.is_flat(metrics)))
+                and (uuid is None or (type(uuid) is str and len(uuid) <= b.SHORT_MAX_CHARS))
+                and (pci is None or (type(pci) is str and len(pci) <= b.SHORT_MAX_CHARS))
                 and (version is None or version == f.SCHEMA_VERSION)
             ):
                 return GpuHealth(node, ts, cond, gpu, sev, detail, metrics, uuid, pci)
@@ -64,15 +68,15 @@ class GpuHealth:
         d = f.as_object(value)
         f.check_version(d)
         return GpuHealth(
-            node=f.req_str(d, "node"),
-            ts_ms=f.req_int(d, "ts_ms"),
+            node=f.req_id(d, "node"),
+            ts_ms=f.req_ts(d),
             condition=f.req_enum(d, "condition", CONDITIONS),
-            gpu_index=f.opt_int(d, "gpu_index", minimum=0),
+            gpu_index=f.opt_int(d, "gpu_index", minimum=0, maximum=b.GPU_INDEX_MAX),
             severity=f.opt_enum(d, "severity", SEVERITIES),
             detail=f.opt_str(d, "detail"),
             metrics=f.opt_object(d, "metrics"),
-            gpu_uuid=f.opt_str(d, "gpu_uuid"),
-            pci_bus_id=f.opt_str(d, "pci_bus_id"),
+            gpu_uuid=f.opt_str(d, "gpu_uuid", max_len=b.SHORT_MAX_CHARS),
+            pci_bus_id=f.opt_str(d, "pci_bus_id", max_len=b.SHORT_MAX_CHARS),
         )
 
     def to_dict(self) -> dict[str, Any]:

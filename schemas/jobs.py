@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import _fields as f
+from schemas import bounds as b
 from schemas.errors import SchemaError
 
 # `pending`: the attempt cannot start yet, `reason` says why (ImagePullBackOff).
@@ -37,19 +38,19 @@ class JobEvent:
         etype = f.req_enum(d, "type", EVENT_TYPES)
         exit_code = d.get("exit_code")
         if exit_code is not None:
-            exit_code = f.check_int("exit_code", exit_code, None)
+            exit_code = f.check_int("exit_code", exit_code, b.I32_MIN, b.I32_MAX)
         return JobEvent(
-            job_id=f.req_str(d, "job_id"),
-            attempt=f.req_int(d, "attempt", minimum=0),
+            job_id=f.req_id(d, "job_id"),
+            attempt=f.req_int(d, "attempt", minimum=0, maximum=b.I32_MAX),
             type=etype,
-            ts_ms=f.req_int(d, "ts_ms"),
+            ts_ms=f.req_ts(d),
             nodes=f.str_list(d, "nodes", required=etype in NODES_REQUIRED),
             exit_code=exit_code,
-            reason=f.opt_str(d, "reason"),
+            reason=f.opt_str(d, "reason", max_len=b.SHORT_MAX_CHARS),
             failover=f.opt_bool(d, "failover", True),
             training_type=f.opt_enum(d, "training_type", TRAINING_TYPES) or "on_demand",
-            max_failovers=f.opt_int(d, "max_failovers", minimum=0),
-            priority=f.opt_int(d, "priority"),
+            max_failovers=f.opt_int(d, "max_failovers", minimum=0, maximum=b.I32_MAX),
+            priority=f.opt_int(d, "priority", minimum=b.I32_MIN, maximum=b.I32_MAX),
             spec=f.opt_object(d, "spec"),
         )
 

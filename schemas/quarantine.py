@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import _fields as f
-from schemas.decisions import Evidence
-from schemas.errors import SchemaError
+from schemas.bounds import TS_CEIL_MS
+from schemas.decisions import Evidence, evidence_list
 
 STATES = frozenset({"quarantined", "released"})
 REASONS = frozenset({"hardware", "precursor", "operator"})
@@ -37,14 +37,12 @@ class QuarantineRecord:
     def from_dict(value: Any) -> QuarantineRecord:
         d = f.as_object(value)
         f.check_version(d)
-        ev = d.get("evidence") or []
-        if not isinstance(ev, list):
-            raise SchemaError("evidence", "expected a list")
+        ev = evidence_list(d, required=False)
         return QuarantineRecord(
-            node=f.req_str(d, "node"),
+            node=f.req_id(d, "node"),
             state=f.req_enum(d, "state", STATES),
             reason=f.req_enum(d, "reason", REASONS),
             evidence=tuple(Evidence.from_dict(e) for e in ev),
-            job_id=f.opt_str(d, "job_id"),
-            ts_ms=f.req_int(d, "ts_ms"),
+            job_id=f.opt_id(d, "job_id"),
+            ts_ms=f.req_int(d, "ts_ms", maximum=TS_CEIL_MS),  # floor: schemas.event_time
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import _fields as f
+from schemas import bounds as b
 from schemas.errors import SchemaError
 
 TELEMETRY_KINDS = frozenset({"heartbeat", "throughput", "checkpoint"})
@@ -52,14 +53,14 @@ class TrainingTelemetry:
         d = f.as_object(value)
         f.check_version(d)
         return TrainingTelemetry(
-            job_id=f.req_str(d, "job_id"),
-            attempt=f.req_int(d, "attempt", minimum=0),
+            job_id=f.req_id(d, "job_id"),
+            attempt=f.req_int(d, "attempt", minimum=0, maximum=b.I32_MAX),
             kind=f.req_enum(d, "kind", TELEMETRY_KINDS),
-            ts_ms=f.req_int(d, "ts_ms"),
-            step=f.opt_int(d, "step", minimum=0),
+            ts_ms=f.req_ts(d),
+            step=f.opt_int(d, "step", minimum=0, maximum=b.STEP_MAX),
             samples_per_s=_opt_number(d, "samples_per_s"),
             uri=f.opt_str(d, "uri"),
-            node=f.opt_str(d, "node"),
+            node=f.opt_id(d, "node"),
         )
 
     def to_dict(self) -> dict[str, Any]:

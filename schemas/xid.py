@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import _fields as f
+from schemas import bounds as b
 
 XID_SOURCES = frozenset({"nvml", "kmsg", "dcgm", "sim"})
 
@@ -38,16 +39,19 @@ class GpuXid:
             count, version = get("count"), get("schema_version")
             if (
                 type(node) is str
-                and node
+                and 0 < len(node) <= b.ID_MAX_CHARS
+                and node.isprintable()
+                and " " not in node  # b.is_id, inlined
                 and type(code) is int
-                and code >= 0
+                and 0 <= code <= b.XID_MAX
                 and type(ts) is int
-                and (gpu is None or (type(gpu) is int and gpu >= 0))
-                and (uuid is None or type(uuid) is str)
-                and (pci is None or type(pci) is str)
-                and (message is None or type(message) is str)
+                and b.TS_FLOOR_MS <= ts <= b.TS_CEIL_MS
+                and (gpu is None or (type(gpu) is int and 0 <= gpu <= b.GPU_INDEX_MAX))
+                and (uuid is None or (type(uuid) is str and len(uuid) <= b.SHORT_MAX_CHARS))
+                and (pci is None or (type(pci) is str and len(pci) <= b.SHORT_MAX_CHARS))
+                and (message is None or (type(message) is str and len(message) <= b.TEXT_MAX_CHARS))
                 and (source is None or (type(source) is str and source in XID_SOURCES))
-                and (count is None or (type(count) is int and count >= 1))
+                and (count is None or (type(count) is int and 1 <= count <= b.U64_MAX))
                 and (version is None or version == f.SCHEMA_VERSION)
             ):
                 return GpuXid(node, code, ts, gpu, uuid, pci, message, source, count or 1)
@@ -59,12 +63,12 @@ class GpuXid:
         d = f.as_object(value)
         f.check_version(d)
         return GpuXid(
-            node=f.req_str(d, "node"),
-            xid=f.req_int(d, "xid", minimum=0),
-            ts_ms=f.req_int(d, "ts_ms"),
-            gpu_index=f.opt_int(d, "gpu_index", minimum=0),
-            gpu_uuid=f.opt_str(d, "gpu_uuid"),
-            pci_bus_id=f.opt_str(d, "pci_bus_id"),
+            node=f.req_id(d, "node"),
+            xid=f.req_int(d, "xid", minimum=0, maximum=b.XID_MAX),
+            ts_ms=f.req_ts(d),
+            gpu_index=f.opt_int(d, "gpu_index", minimum=0, maximum=b.GPU_INDEX_MAX),
+            gpu_uuid=f.opt_str(d, "gpu_uuid", max_len=b.SHORT_MAX_CHARS),
+            pci_bus_id=f.opt_str(d, "pci_bus_id", max_len=b.SHORT_MAX_CHARS),
             message=f.opt_str(d, "message"),
             source=f.opt_enum(d, "source", XID_SOURCES),
             count=f.opt_int(d, "count", minimum=1) or 1,

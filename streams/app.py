@@ -28,6 +28,7 @@ from prometheus_client.exposition import choose_encoder
 
 from deploy.topics import TopicNames
 from gpufailover.settings import state_dir
+from schemas.event_time import EventTimeBounds
 from streams.config import ClassifierSettings
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
@@ -157,6 +158,9 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
             rows.append((logical(tp.topic), tp.partition, max(0, int(highwater) - position)))
         return rows
 
+    # Records stamped too far ahead of the wall clock or older than the retention horizon
+    # are dead-lettered where they are read, before they can move a watermark.
+    bounds = EventTimeBounds.from_env(live=True)
     signal_loop = SignalLoop(
         settings.bootstrap,
         f"{settings.topic_prefix}{settings.app_id}-signals",
@@ -164,6 +168,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         policy,
         int(settings.idle_after_s * 1000),
         metrics,
+        bounds,
         security=settings.security,
     )
     metrics.lag_from(lambda: lag() + signal_loop.lag())
@@ -173,6 +178,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         names,
         CodecTable(table("node-states"), NodeState.from_dict, NodeState.to_dict),
         CodecTable(table("clocks"), PartitionClock.from_dict, PartitionClock.to_dict),
+        bounds,
     )
     job_glue = JobGlue(
         policy,
@@ -182,6 +188,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         CodecTable(table("progress-clocks"), ProgressClock.from_dict, ProgressClock.to_dict),
         idle_after_ms=int(settings.idle_after_s * 1000),
         lagging=lagging,
+        bounds=bounds,
     )
 
     async def send(out: Out) -> None:

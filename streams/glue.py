@@ -7,7 +7,7 @@ the records to send, so the agents in `streams.app` stay a few lines each.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from schemas.codec import loads
 from schemas.dead_letter import DeadLetter
 from schemas.decisions import Decision, Evidence
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
 from streams.clock import now_ms
 from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
@@ -26,6 +27,9 @@ from streams.policy import Policy
 
 log = logging.getLogger("gpufailover.classifier")
 CLOCK_PERSIST_EVERY_MS = 1000  # the job side's clock (hang alerts only) is persisted lazily
+# Node reports of one job per failover.node-evidence record. Each can carry up to
+# max_evidence_per_node items (~10 KB): 50 stay far under the 1 MiB request limit.
+REPORTS_PER_RECORD = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +92,15 @@ class NodeGlue:
         names: TopicNames,
         nodes: MutableMapping[str, NodeState],
         clocks: MutableMapping[str, PartitionClock],
+        bounds: EventTimeBounds | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.policy = policy
+        self.clock = clock  # the wall clock of the event-time bound
+        # The future bound for releases on nodes.quarantine (schemas.event_time): a release
+        # stamped far ahead would void every later window's evidence on the node. Old
+        # releases are harmless (the compacted topic keeps them): no past bound here.
+        self.bounds = None if bounds is None else EventTimeBounds(bounds.max_future_skew_ms)
         self.names = names
         self.nodes = nodes
         self.clocks = clocks
@@ -123,6 +134,8 @@ class NodeGlue:
                 outputs = self._signal(side, partition, data)
             elif topic == names.nodes_quarantine:
                 q = QuarantineRecord.from_dict(data)
+                if self.bounds is not None:
+                    self.bounds.check("ts_ms", q.ts_ms, self.clock())
                 if q.state == "released":
                     side.on_release(q.node, q.ts_ms)
                 outputs = []
@@ -173,15 +186,16 @@ class NodeGlue:
         self, outputs: list[NodeReport | QuarantineRequest], partition: int, side: NodeSide
     ) -> list[Out]:
         out: list[Out] = []
+        reports: dict[str, list[dict[str, Any]]] = {}  # per job, in order
         for o in outputs:
             if isinstance(o, NodeReport):
-                out.append(
-                    Out(self.names.node_evidence, o.job_id.encode(), orjson.dumps(o.to_dict()))
-                )
+                reports.setdefault(o.job_id, []).append(o.to_dict())
             else:
                 out.append(
                     Out(self.names.quarantine_requests, o.node.encode(), orjson.dumps(o.to_dict()))
                 )
+        for job_id, items in reports.items():
+            out.extend(self._reports(job_id, items))
         clock = side.clock
         persisted = (clock.watermark, len(clock.closing))
         # The clock (watermark and wake-ups) goes to the changelog whenever it moves, with
@@ -191,6 +205,22 @@ class NodeGlue:
             self.clocks[f"p{partition}"] = clock
             self.persisted[partition] = persisted
         return out
+
+    def _reports(self, job_id: str, items: list[dict[str, Any]]) -> list[Out]:
+        """One job's reports from one input record: one record when alone, else packed by up
+        to REPORTS_PER_RECORD. The job agent writes the job's state once per record it reads,
+        so a termination on N nodes costs N/REPORTS_PER_RECORD state writes, not ~3N."""
+        key = job_id.encode()
+        if len(items) == 1:
+            return [Out(self.names.node_evidence, key, orjson.dumps(items[0]))]
+        return [
+            Out(
+                self.names.node_evidence,
+                key,
+                orjson.dumps({"reports": items[i : i + REPORTS_PER_RECORD]}),
+            )
+            for i in range(0, len(items), REPORTS_PER_RECORD)
+        ]
 
     def forget(self, partitions: Iterable[int]) -> None:
         """Partitions revoked: their clocks are reloaded from the table if they come back

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 
 import orjson
 
@@ -11,6 +11,7 @@ from deploy.topics import TopicNames
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
 from streams.clock import InputClock, Lagging, never_lagging, now_ms
@@ -19,6 +20,7 @@ from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
 from streams.glue import CLOCK_PERSIST_EVERY_MS, Out, dead_letter
 from streams.policy import Policy
+from streams.tables import WriteBack
 
 log = logging.getLogger("gpufailover.classifier")
 
@@ -33,10 +35,17 @@ class JobGlue:
         clocks: MutableMapping[str, ProgressClock],
         idle_after_ms: int,
         lagging: Lagging = never_lagging,
+        bounds: EventTimeBounds | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.policy = policy
+        # Clock-relative event-time bounds (schemas.event_time) against `clock`, the wall
+        # clock; None: none (unit tests).
+        self.bounds = bounds
+        self.clock = clock
         self.names = names
-        self.jobs = jobs
+        # Each record's job-state writes reach the table once, after it (streams.tables).
+        self.jobs: WriteBack[JobState] = WriteBack(jobs)
         self.progress = progress
         self.clocks = clocks
         self.time = InputClock(
@@ -66,6 +75,19 @@ class JobGlue:
     def handle(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
     ) -> list[Out]:
+        """The records to send for one input record; its job-state changes are written back
+        once it is handled, and not at all if handling it raises."""
+        try:
+            out = self._handle(topic, partition, offset, key, value)
+        except BaseException:
+            self.jobs.discard()
+            raise
+        self.jobs.flush()
+        return out
+
+    def _handle(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> list[Out]:
         side = self.side(partition)
         tracker = side.progress
         assert tracker is not None
@@ -80,23 +102,33 @@ class JobGlue:
             data = loads(value or b"")
             if topic == names.jobs_events:
                 event = JobEvent.from_dict(data)
+                self._check_time(event.ts_ms)
                 outputs.extend(self._advance(tracker, partition, topic, event.ts_ms))
                 outputs.extend(side.on_job_event(event))
             elif topic == names.training_telemetry:
                 rec = TrainingTelemetry.from_dict(data)
+                self._check_time(rec.ts_ms)
                 outputs.extend(self._advance(tracker, partition, topic, rec.ts_ms))
                 outputs.extend(tracker.on_telemetry(rec))
             elif topic == names.node_evidence:
-                outputs.extend(side.on_node_report(NodeReport.from_dict(data)))
+                # One report, or several of one job packed by the node agent (streams.glue).
+                for report in data.get("reports", (data,)):
+                    outputs.extend(side.on_node_report(NodeReport.from_dict(report)))
             else:
                 raise SchemaError("topic", f"job agent does not read {topic!r}")
         except (SchemaError, KeyError, TypeError) as exc:
+            self.jobs.discard()  # a packed record is used whole or not at all
             bad = dead_letter(
                 names, topic, partition, offset, key, value, str(exc), "decode", "job-agent"
             )
             return [bad] if bad else []
         self.time.record_done(partition, tracker.clock.watermark)
         return self._encode(outputs, partition, tracker)
+
+    def _check_time(self, ts_ms: int) -> None:
+        """A record out of the event-time bounds is dead-lettered before it moves a clock."""
+        if self.bounds is not None:
+            self.bounds.check("ts_ms", ts_ms, self.clock())
 
     def _advance(
         self, tracker: ProgressTracker, partition: int, topic: str, ts_ms: int

@@ -1,7 +1,10 @@
 """Offline replay: run the engine over a JSONL dump of topics, in file order.
 
 Each input line is `{"topic": ..., "key": ..., "value": {...}}`. The output is the records the
-pipeline would publish, in the same line format. Bad lines become dead letters, never a stop.
+pipeline would publish, in the same line format. Bad lines become dead letters, never a stop:
+a line that does not decode, one stamped more than the max future skew ahead of `now`
+(`schemas.event_time`; only that bound and the absolute floor apply here, so an old export
+replays unchanged), and one whose processing raised (a bug: dead-lettered as `process`).
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from typing import Any
 
 import orjson
 
+from schemas.bounds import MAX_VALUE_BYTES
 from schemas.codec import DECODERS
 from schemas.dead_letter import DeadLetter, dead_letter_topic
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
+from streams.clock import now_ms as wall_ms
 from streams.engine.local import LocalPipeline, Output
 from streams.engine.progress import JobAlert
 from streams.policy import Policy
@@ -76,13 +82,15 @@ def _line(topic: str, key: str | None, value: dict[str, Any]) -> bytes:
     return orjson.dumps({"topic": topic, "key": key, "value": value})
 
 
-def dead_letter(topic: str | None, raw: bytes, error: str, lineno: int) -> tuple[str, bytes]:
+def dead_letter(
+    topic: str | None, raw: bytes, error: str, lineno: int, kind: str = "decode"
+) -> tuple[str, bytes]:
     """The dead letter of a bad line (`schemas.dead_letter`, addressed by line number, no wall
-    clock: replay's output is a function of its input) and its topic."""
+    clock: replay's output is a function of its input and `--now`) and its topic."""
     dlq = dead_letter_topic(topic)
     letter = DeadLetter.of(
         error=error,
-        error_kind="decode",
+        error_kind=kind,
         component="replay",
         topic=topic,
         line=lineno,
@@ -91,10 +99,24 @@ def dead_letter(topic: str | None, raw: bytes, error: str, lineno: int) -> tuple
     return dlq, _line(dlq, letter.where, letter.to_dict())
 
 
+# The value may be up to MAX_VALUE_BYTES; the envelope around it adds little.
+MAX_LINE_BYTES = MAX_VALUE_BYTES + 64 * 1024
+
+
 class Replayer:
-    def __init__(self, policy: Policy) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        now_ms: int | None = None,
+        bounds: EventTimeBounds | None = None,
+    ) -> None:
+        """`now_ms`: the clock of the future bound (default: the wall clock); `bounds`: default
+        the max future skew setting (`schemas.event_time`), never a past bound."""
         self.pipeline = LocalPipeline(policy)
         self.stats = ReplayStats()
+        self.bounds = EventTimeBounds.from_env(live=False) if bounds is None else bounds
+        self.now_ms = wall_ms() if now_ms is None else now_ms
+        self.accepted = self.bounds.range_at(self.now_ms)
 
     def run(self, lines: Iterable[bytes]) -> Iterator[bytes]:
         stats, one = self.stats, self._one
@@ -114,6 +136,8 @@ class Replayer:
         runs once per record."""
         topic: str | None = None
         try:
+            if len(raw) > MAX_LINE_BYTES:
+                raise SchemaError("line", f"{len(raw)} bytes, over the limit of {MAX_LINE_BYTES}")
             envelope = orjson.loads(raw)
             if not isinstance(envelope, dict):
                 raise SchemaError("line", "expected a JSON object with topic and value")
@@ -132,19 +156,29 @@ class Replayer:
                 raise SchemaError("topic", f"unknown topic {topic_v!r}")
             topic = topic_v
             record = decoder(envelope.get("value"))
+            low, high = self.accepted
+            if not low <= record.ts_ms <= high:  # the reason only when refused: hot path
+                self.bounds.check("ts_ms", record.ts_ms, self.now_ms)
         except (orjson.JSONDecodeError, SchemaError) as exc:
             reason = (
                 f"not valid JSON: {exc}" if isinstance(exc, orjson.JSONDecodeError) else str(exc)
             )
-            dlq, line = dead_letter(topic, raw, reason, lineno)
-            self.stats.dead_letters[dlq] += 1
-            return [line]
-        outputs = self.pipeline.feed(record)
-        return list(self._emit(outputs)) if outputs else []
+            return [self._dead(topic, raw, reason, lineno, "decode")]
+        try:
+            outputs = self.pipeline.feed(record)
+            return list(self._emit(outputs)) if outputs else []
+        except Exception as exc:  # noqa: BLE001 - one record's failure must not stop the replay
+            return [self._dead(topic, raw, f"{type(exc).__name__}: {exc}", lineno, "process")]
+
+    def _dead(self, topic: str | None, raw: bytes, reason: str, lineno: int, kind: str) -> bytes:
+        dlq, line = dead_letter(topic, raw, reason, lineno, kind)
+        self.stats.dead_letters[dlq] += 1
+        return line
 
     def _quarantine_input(self, value: Any) -> None:
         """A released node in the dump (operator or repair) may be quarantined again later."""
         rec = QuarantineRecord.from_dict(value)
+        self.bounds.check("ts_ms", rec.ts_ms, self.now_ms)
         if rec.state == "released":
             self.pipeline.release(rec.node, rec.ts_ms)
 

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from typing import IO, Any
 
 from streams.policy import PolicyError, load_policy
@@ -26,7 +27,30 @@ def register(subparsers: Any) -> None:
         default=os.environ.get("GPUFAILOVER_POLICY"),
         help="policy JSON file (env GPUFAILOVER_POLICY; default: the shipped policy)",
     )
+    p.add_argument(
+        "--now",
+        default=os.environ.get("GPUFAILOVER_REPLAY_NOW"),
+        help="the wall clock replay checks the max future skew against: epoch ms or an ISO 8601 "
+        "time with its zone (env GPUFAILOVER_REPLAY_NOW; default: the current time). A record "
+        "stamped more than GPUFAILOVER_MAX_FUTURE_SKEW_S (default 300) after it is "
+        "dead-lettered",
+    )
     p.set_defaults(func=run)
+
+
+def parse_now(raw: str | None) -> int | None:
+    """`--now` as epoch ms; None for the wall clock. ValueError names what is wrong."""
+    if raw is None or raw == "":
+        return None
+    if raw.isdigit():
+        return int(raw)
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise ValueError(f"--now {raw!r}: expected epoch ms or an ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise ValueError(f"--now {raw!r}: give a time zone (e.g. Z or +00:00)")
+    return int(when.timestamp() * 1000)
 
 
 def _lines(stream: IO[bytes]) -> Iterator[bytes]:
@@ -40,11 +64,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpufailover replay: bad policy: {exc}", file=sys.stderr)
         return 2
     try:
+        now = parse_now(args.now)
+    except ValueError as exc:
+        print(f"gpufailover replay: {exc}", file=sys.stderr)
+        return 2
+    try:
         stream: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
     except OSError as exc:
         print(f"gpufailover replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
-    replayer = Replayer(policy)
+    replayer = Replayer(policy, now)
     out = sys.stdout.buffer
     try:
         for line in replayer.run(_lines(stream)):

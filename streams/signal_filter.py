@@ -34,9 +34,11 @@ from typing import Any
 import orjson
 
 from deploy.topics import TopicNames
+from schemas.bounds import TS_CEIL_MS, saturating_add
 from schemas.codec import loads
 from schemas.decisions import Evidence
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 from streams.clock import InputClock, Lagging, never_lagging
@@ -92,10 +94,14 @@ class SignalFilter:
         names: TopicNames,
         idle_after_ms: int,
         lagging: Lagging = never_lagging,
+        bounds: EventTimeBounds | None = None,
     ) -> None:
         self.names = names
         self.classify = SignalClassifier(policy)
         self.coalesce_ms = policy.coalesce_ms
+        # None: no clock-relative bounds (unit tests at fixed dates); the worker passes
+        # the settings' (schemas.event_time).
+        self.bounds = EventTimeBounds(TS_CEIL_MS) if bounds is None else bounds
         self.sources = (names.gpu_xid, names.gpu_health, names.term_by_node)
         # The watermark is the time of the evidence only: a termination's time says nothing
         # about which signals have been read (they come on other topics, at another pace).
@@ -119,6 +125,10 @@ class SignalFilter:
         xid_t, health_t, term_t = self.sources
         xid_class, condition_class = self.classify.xid_class, self.classify.condition_class
         xids, conditions = self.xids, self.conditions
+        # Event-time bounds (schemas.event_time) as one range for this batch: a record outside
+        # it is dead-lettered before it can move a watermark.
+        bounds = self.bounds
+        lo, hi = bounds.range_at(wall_ms)
         parts: dict[int, _Partition] = {}
         latest: dict[tuple[int, str], int] = {}  # (partition, topic) -> largest ts_ms
         dead: list[Out] = []
@@ -131,6 +141,8 @@ class SignalFilter:
                     health = GpuHealth.from_dict(data)
                     conditions[health.condition] += 1
                     ts_ms = health.ts_ms
+                    if not lo <= ts_ms <= hi:
+                        bounds.check("ts_ms", ts_ms, wall_ms)
                     cls = condition_class(health.condition)
                     if cls is not None:
                         signal: tuple[str, int | None, str, int | str] = (
@@ -144,6 +156,8 @@ class SignalFilter:
                     xid = GpuXid.from_dict(data)
                     xids[xid.xid] += 1
                     ts_ms = xid.ts_ms
+                    if not lo <= ts_ms <= hi:
+                        bounds.check("ts_ms", ts_ms, wall_ms)
                     cls = xid_class(xid.xid)
                     if cls is not None:
                         signal, count = (xid.node, xid.gpu_index, "xid", xid.xid), xid.count
@@ -152,7 +166,8 @@ class SignalFilter:
                     termination: dict[str, Any] = data
                 else:
                     raise SchemaError("topic", f"signal filter does not read {topic!r}")
-            except (SchemaError, KeyError, TypeError) as exc:
+            except Exception as exc:  # noqa: BLE001 - one bad record never stops the filter
+                decode = isinstance(exc, SchemaError | KeyError | TypeError)
                 bad = dead_letter(
                     self.names,
                     topic,
@@ -160,8 +175,8 @@ class SignalFilter:
                     rec.offset,
                     rec.key,
                     rec.value,
-                    str(exc),
-                    "decode",
+                    str(exc) if decode else f"{type(exc).__name__}: {exc}",
+                    "decode" if decode else "process",
                     "signal-filter",
                 )
                 if bad is None:
@@ -207,7 +222,7 @@ class SignalFilter:
                 if coalesces(fold.ts, fold.last_ts, ts, coalesce):
                     fold.ts = min(fold.ts, ts)
                     fold.last_ts = max(fold.last_ts, ts)
-                    fold.count += count
+                    fold.count = saturating_add(fold.count, count)
                     return
         fold = _Fold(signal, cls, ts, ts, count)
         folds.append(fold)

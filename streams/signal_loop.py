@@ -20,6 +20,7 @@ from aiokafka.structs import TopicPartition
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
+from schemas.event_time import EventTimeBounds
 from streams.clock import now_ms
 from streams.metrics import ClassifierMetrics
 from streams.policy import Policy
@@ -41,6 +42,7 @@ class SignalLoop:
         policy: Policy,
         idle_after_ms: int,
         metrics: ClassifierMetrics,
+        bounds: EventTimeBounds | None = None,
         *,
         security: KafkaSecurity = PLAINTEXT,
     ) -> None:
@@ -49,7 +51,7 @@ class SignalLoop:
         self.group_id = group_id
         self.names = names
         self.metrics = metrics
-        self.filter = SignalFilter(policy, names, idle_after_ms, self._lagging)
+        self.filter = SignalFilter(policy, names, idle_after_ms, self._lagging, bounds)
         self.topics = self.filter.sources
         self.consumer: Any = None
         self.producer: Any = None

@@ -50,3 +50,70 @@ class CodecTable(MutableMapping[str, StateT], Generic[StateT]):
 
     def __len__(self) -> int:
         return len(self._table)
+
+
+class WriteBack(MutableMapping[str, StateT], Generic[StateT]):
+    """A mapping over `table` that keeps what one input record reads and writes in memory and
+    writes each changed key back once, at `flush` (`discard` drops the changes instead).
+
+    The engine writes a job's state back after each node report; a termination on N nodes
+    gets ~3N reports, and each write of its state is O(N) bytes on the changelog: O(N^2) for
+    one termination. Packed reports (`streams.glue`) handled through this write each job once
+    per record, and decode it once. Between records nothing is cached: a rebalance or a table
+    recovery changes the table underneath.
+    """
+
+    def __init__(self, table: MutableMapping[str, StateT]) -> None:
+        self._table = table
+        self._cache: dict[str, StateT | None] = {}  # None: deleted
+        self._dirty: set[str] = set()
+
+    def __getitem__(self, key: str) -> StateT:
+        value = self._cached(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def _cached(self, key: str) -> StateT | None:
+        if key not in self._cache:
+            self._cache[key] = self._table.get(key)
+        return self._cache[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key not in self._cache:
+            self._cache[key] = self._table.get(key)
+        value = self._cache[key]
+        return default if value is None else value
+
+    def __setitem__(self, key: str, value: StateT) -> None:
+        self._cache[key] = value
+        self._dirty.add(key)
+
+    def __delitem__(self, key: str) -> None:
+        if self.get(key) is None:
+            raise KeyError(key)
+        self._cache[key] = None
+        self._dirty.add(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self.flush()
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        self.flush()
+        return len(self._table)
+
+    def flush(self) -> None:
+        """Write every changed key once; forget the cache."""
+        for key in self._dirty:
+            value = self._cache[key]
+            if value is None:
+                self._table.pop(key, None)
+            else:
+                self._table[key] = value
+        self.discard()
+
+    def discard(self) -> None:
+        """Forget the cache and the changes (the record failed: nothing of it is written)."""
+        self._cache.clear()
+        self._dirty.clear()

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import orjson
 from hypothesis import strategies as st
 
+from schemas import bounds
 from schemas.decisions import EVIDENCE_CLASSES, EVIDENCE_KINDS, Evidence
 
 T = TypeVar("T")
@@ -45,21 +46,42 @@ def json_trip(value: Any) -> Any:
     return orjson.loads(orjson.dumps(value))
 
 
-def distinct_ints(index: int) -> st.SearchStrategy[int]:
-    """Non-negative ints congruent to `index` modulo FIELD_STRIDE: two fields never collide."""
-    return st.integers(0, MAX_INT).map(lambda v: v * FIELD_STRIDE + index % FIELD_STRIDE)
+# Fields the decoders bound below MAX_INT (schemas.bounds): generated inside their range.
+BOUNDED_INTS = {
+    "xid": bounds.XID_MAX,
+    "code": bounds.XID_MAX,  # an XID code in Evidence
+    "gpu_index": bounds.GPU_INDEX_MAX,
+    "attempt": bounds.I32_MAX,
+    "next_attempt": bounds.I32_MAX,
+    "max_failovers": bounds.I32_MAX,
+    "exit_code": bounds.I32_MAX,
+    "priority": bounds.I32_MAX,
+}
+
+
+def distinct_ints(index: int, name: str = "") -> st.SearchStrategy[int]:
+    """Non-negative ints congruent to `index` modulo FIELD_STRIDE: two fields never collide.
+    Event times (`*ts_ms`) start at the decoders' floor (TS_FLOOR_MS, a multiple of the
+    stride); fields with a smaller bound stay under it."""
+    top = BOUNDED_INTS.get(name, MAX_INT) // FIELD_STRIDE - 1
+    base = bounds.TS_FLOOR_MS if name.endswith("ts_ms") else 0
+    return st.integers(0, top).map(lambda v: base + v * FIELD_STRIDE + index % FIELD_STRIDE)
+
+
+# Printable, no whitespace: what a node or job id may hold (schemas.bounds.is_id).
+id_text = st.text(alphabet=st.characters(categories=("L", "N", "P", "S")), max_size=6)
 
 
 def named_text(name: str) -> st.SearchStrategy[str]:
     """Non-empty strings that start with the field's name: two fields never collide."""
-    return st.text(max_size=6).map(lambda s: f"{name}:{s}")
+    return id_text.map(lambda s: f"{name}:{s}")
 
 
 def for_type(tp: Any, name: str, index: int) -> st.SearchStrategy[Any]:
     """A strategy for a field of type `tp`; TypeError for a type this module does not know."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is int:
-        return distinct_ints(index)
+        return distinct_ints(index, name)
     if tp is str:
         return named_text(name)
     if tp is bool:
@@ -118,7 +140,7 @@ def evidence() -> st.SearchStrategy[Evidence]:
         Evidence,
         kind=st.sampled_from(sorted(EVIDENCE_KINDS)),
         cls=st.sampled_from(sorted(EVIDENCE_CLASSES)),
-        code=st.integers(0, 2**16) | named_text("code"),
+        code=st.integers(0, bounds.XID_MAX) | named_text("code"),
         count=st.integers(1, 2**31),
     )
 

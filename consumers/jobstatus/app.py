@@ -19,6 +19,7 @@ from consumers.jobstatus.metrics import JobStatusMetrics
 from consumers.runtime.loop import LoopConfig, TransactionalLoop
 from consumers.runtime.records import InRecord
 from consumers.runtime.tail import TopicTail
+from schemas.event_time import EventTimeBounds
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ async def run_job_status(
         history_max=settings.history_max,
         deadline_ms=int(settings.decision_deadline_s * 1000),
         sync=lambda: tail.sync(SYNC_TIMEOUT_S),
+        bounds=EventTimeBounds.from_env(live=True),
     )
     async with tail:
         await tail.sync(SYNC_TIMEOUT_S)

@@ -17,6 +17,7 @@ from deploy.topics import TopicNames
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.jobs import JobEvent
 
 log = logging.getLogger(__name__)
@@ -80,10 +81,14 @@ class JobStatusProcessor:
         history_max: int = 50,
         clock: Callable[[], int] = now_ms,
         sync: Callable[[], Awaitable[None]] | None = None,
+        bounds: EventTimeBounds | None = None,
     ) -> None:
         self.names, self.table, self.metrics = names, table, metrics
         self.history_max, self.deadline_ms = history_max, deadline_ms
         self._clock, self._sync = clock, sync
+        # Decisions out of the event-time bounds are dead-lettered here, their owner; the
+        # quarantine and requeue services skip them (schemas.event_time). None: unit tests.
+        self._bounds = bounds
         self._staged: dict[str, JobStatus] = {}
         self._counts: list[Callable[[], None]] = []
 
@@ -120,6 +125,8 @@ class JobStatusProcessor:
             )
         if rec.topic == self.names.failover_decisions:
             d = Decision.from_dict(value)
+            if self._bounds is not None:
+                self._bounds.check("decided_ts_ms", d.decided_ts_ms, self._clock())
             return self._update(
                 d.job_id,
                 step_for_decision(d),

@@ -35,6 +35,7 @@ from consumers.runtime.tail import TopicTail
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +90,13 @@ async def run_quarantine(
         group=common.group_id,
         dry_run=settings.dry_run,
         sync=lambda: tail.sync(SYNC_TIMEOUT_S),
+        bounds=EventTimeBounds.from_env(live=True),
     )
     async with tail:
         await tail.sync(SYNC_TIMEOUT_S)
         processor.breaker = await restore_breaker(
             common.bootstrap, names.failover_alerts, security=common.security
         )
-        processor.watermark = max(table.quarantined_at.values(), default=0)
         log.info(
             "quarantine service %s: %d nodes quarantined, breaker %s%s",
             common.group_id,

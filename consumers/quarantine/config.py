@@ -53,7 +53,17 @@ class QuarantineSettings:
                 ),
                 min_nodes=flag(args, "breaker_min_nodes", env.env_int(f"{_E}BREAKER_MIN_NODES", 2)),
                 fleet_size=flag(args, "fleet_size", env.env_int("GPUFAILOVER_FLEET_SIZE", 0)),
+                inventory=read_inventory(
+                    flag(args, "fleet_inventory", env.env_str("GPUFAILOVER_FLEET_INVENTORY", ""))
+                ),
             )
+            share = flag(args, "breaker_max_share", env.env_float(f"{_E}BREAKER_MAX_SHARE", 0))
+            # A share of 1 never trips: asking for it without a fleet is no mistake.
+            if 0 < share < 1 and not (breaker.fleet_size or breaker.inventory):
+                raise ValueError(
+                    "the breaker's share rule needs the fleet: give --fleet-size or "
+                    "--fleet-inventory (GPUFAILOVER_FLEET_SIZE / GPUFAILOVER_FLEET_INVENTORY)"
+                )
             first_s = flag(args, "actuator_backoff_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_S", 1))
             max_s = flag(
                 args, "actuator_backoff_max_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_MAX_S", 60)
@@ -90,6 +100,23 @@ def _kubernetes_settings(args: argparse.Namespace | None) -> KubernetesSettings:
             args, "event_namespace", env.env_str(f"{_E}EVENT_NAMESPACE", "default")
         ),
     )
+
+
+def read_inventory(path: str) -> frozenset[str] | None:
+    """The fleet's node names, one per line (blank lines and `#` comments skipped); None when
+    no file is given. ValueError names the file and what is wrong."""
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"fleet inventory {path}: cannot read: {exc}") from None
+    nodes = frozenset(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
+    if not nodes:
+        raise ValueError(f"fleet inventory {path}: no node names")
+    return nodes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,7 +179,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--breaker-window-s",
         type=float,
-        help=f"breaker window in event-time seconds (env {_E}BREAKER_WINDOW_S, default 600)",
+        help="breaker window in seconds of arrival (wall-clock) time "
+        f"(env {_E}BREAKER_WINDOW_S, default 600)",
     )
     parser.add_argument(
         "--breaker-max-share",
@@ -173,6 +201,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fleet-size",
         type=int,
-        help="known fleet size; the fleet is the larger of this and the distinct nodes seen "
+        help="fleet size for the breaker's share rule; 0: unknown, the share rule is off "
         "(env GPUFAILOVER_FLEET_SIZE, default 0)",
+    )
+    parser.add_argument(
+        "--fleet-inventory",
+        help="file of the fleet's node names, one per line: the fleet size is its length, and a "
+        "quarantine of a node not in it is refused (env GPUFAILOVER_FLEET_INVENTORY)",
     )

@@ -20,7 +20,7 @@ from typing import Any
 
 from consumers.quarantine import alerts, breaker
 from consumers.quarantine.actuator import QUARANTINE, Actuator
-from consumers.quarantine.breaker import BreakerConfig, BreakerState
+from consumers.quarantine.breaker import CAUSE_UNKNOWN_NODE, BreakerConfig, BreakerState
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QUARANTINED, RELEASED, QuarantineTable
 from consumers.runtime.loop import Ack
@@ -28,6 +28,7 @@ from consumers.runtime.records import InRecord, Output, now_ms
 from deploy.topics import TopicNames
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
 
 log = logging.getLogger(__name__)
@@ -39,9 +40,8 @@ SEEN_DECISIONS_MAX = 100_000
 class _Staged:
     writes: dict[str, QuarantineRecord] = field(default_factory=dict)
     dry: dict[str, int] = field(default_factory=dict)
-    fleet: set[str] = field(default_factory=set)
+    arrived: dict[str, int] = field(default_factory=dict)  # node -> wall clock applied
     seen: set[tuple[str, int]] = field(default_factory=set)
-    watermark: int | None = None
     breaker: BreakerState | None = None
     on_commit: list[Callable[[], None]] = field(default_factory=list)
 
@@ -58,13 +58,17 @@ class QuarantineProcessor:
         group: str = "gpufailover-quarantine",
         dry_run: bool = False,
         sync: Callable[[], Awaitable[None]] | None = None,
+        bounds: EventTimeBounds | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.names, self.cfg, self.table, self.actuator = names, cfg, table, actuator
         self.metrics, self.group, self.dry_run, self._sync = metrics, group, dry_run, sync
+        # Requests and decisions out of the event-time bounds are refused (dead-lettered or,
+        # for decisions, counted and skipped): schemas.event_time. None: unit tests.
+        self.bounds = bounds
+        self.clock = clock  # the wall clock: the breaker's window is on arrival time
         self.breaker = BreakerState()
-        self.watermark = 0
-        self.fleet: set[str] = set()
-        self.dry: dict[str, int] = {}  # dry-run: nodes that would be quarantined -> ts_ms
+        self.dry: dict[str, int] = {}  # dry-run: nodes that would be quarantined -> arrival
         self.seen: dict[tuple[str, int], None] = {}  # decisions handled, oldest first
         self._staged = _Staged()
         table.on_change = self._table_changed
@@ -91,24 +95,25 @@ class QuarantineProcessor:
             request = QuarantineRecord.from_dict(value)
             if request.state != QUARANTINED:
                 raise SchemaError("state", f"a quarantine request must be {QUARANTINED!r}")
+            self._check_time("ts_ms", request.ts_ms)
             return self._consider(request, "request")
         if rec.topic == self.names.failover_decisions:
-            return self._on_decision(Decision.from_dict(value))
+            decision = Decision.from_dict(value)
+            self._check_time("decided_ts_ms", decision.decided_ts_ms)
+            return self._on_decision(decision)
         raise SchemaError("topic", f"not an input of the quarantine service: {rec.topic!r}")
 
     async def committed(self, acks: Sequence[Ack]) -> None:
         s, self._staged = self._staged, _Staged()
         for ack in acks:
             if ack.output.topic == self.names.nodes_quarantine:
-                record = s.writes[ack.output.key.decode() if ack.output.key else ""]
-                self.table.apply(record, ack.partition, ack.offset)
+                node = ack.output.key.decode() if ack.output.key else ""
+                self.table.apply(s.writes[node], ack.partition, ack.offset, s.arrived.get(node))
         self.dry.update(s.dry)
-        self.fleet |= s.fleet
         for key in s.seen:
             self.seen[key] = None
         while len(self.seen) > SEEN_DECISIONS_MAX:
             del self.seen[next(iter(self.seen))]
-        self.watermark = max(self.watermark, s.watermark or 0)
         self.breaker = s.breaker or self.breaker
         for count in s.on_commit:
             count()
@@ -121,9 +126,11 @@ class QuarantineProcessor:
         return []
 
     # -- the rules ---------------------------------------------------------------------------
+    def _check_time(self, name: str, ts_ms: int) -> None:
+        if self.bounds is not None:
+            self.bounds.check(name, ts_ms, self.clock())
+
     def _on_decision(self, d: Decision) -> list[Output]:
-        self._see(*d.suspect_nodes, *(e.node for e in d.evidence if e.node))
-        self._advance(d.decided_ts_ms)
         if d.verdict != "hardware" or not d.suspect_nodes:
             return []
         key = (d.job_id, d.attempt)
@@ -142,8 +149,6 @@ class QuarantineProcessor:
 
     def _consider(self, record: QuarantineRecord, source: str) -> list[Output]:
         node = record.node
-        self._see(node)
-        self._advance(record.ts_ms)
         if self._is_quarantined(node):
             self._count(lambda: self.metrics.duplicates.labels(source=source).inc())
             return []
@@ -158,17 +163,22 @@ class QuarantineProcessor:
                 released.ts_ms,
             )
             return []
-        state, wm, now = self._breaker(), self._watermark(), now_ms()
+        state, now = self._breaker(), self.clock()
+        if not breaker.in_inventory(self.cfg, node):
+            # Not a node of the fleet: a forged or mistaken request, never counted.
+            self._count(self.metrics.refused.inc)
+            log.warning("%s for %s refused: not in the fleet inventory", source, node)
+            return [self._alert(node, alerts.refused_alert(record, CAUSE_UNKNOWN_NODE, now))]
         if state.tripped:
             self._count(self.metrics.refused.inc)
             log.warning("breaker tripped: quarantine of %s refused", node)
             return [self._alert(node, alerts.refused_alert(record, state.cause, now))]
-        times = {n: ts for n, ts in self._quarantine_times().items() if n != node}
-        would_be = breaker.count_in_window(self.cfg, state, wm, times.values()) + 1
-        fleet = breaker.known_fleet(self.cfg, len(self._fleet()))
+        times = {n: ts for n, ts in self._arrivals().items() if n != node}
+        would_be = breaker.count_in_window(self.cfg, state, now, times.values()) + 1
+        fleet = breaker.known_fleet(self.cfg)
         cause = breaker.trip_cause(self.cfg, would_be, fleet)
         if cause is not None:
-            tripped = breaker.trip(state, cause, would_be, fleet, wm, now)
+            tripped = breaker.trip(state, cause, would_be, fleet, now)
             self._staged.breaker = tripped
             self._count(lambda: self.metrics.breaker_trips.labels(cause=cause).inc())
             self._count(self.metrics.refused.inc)
@@ -182,10 +192,11 @@ class QuarantineProcessor:
         mode = "dry_run" if self.dry_run else "applied"
         self._count(lambda: self.metrics.quarantines.labels(reason=record.reason, mode=mode).inc())
         if self.dry_run:
-            self._staged.dry[node] = record.ts_ms
+            self._staged.dry[node] = now
             command = self.actuator.command(QUARANTINE, record)
             return [self._alert(node, alerts.dry_run_alert(QUARANTINE, record, command, now))]
         self._staged.writes[node] = record
+        self._staged.arrived[node] = now
         log.info("quarantining %s (%s, job %s)", node, record.reason, record.job_id)
         return [Output.json(self.names.nodes_quarantine, node, record.to_dict())]
 
@@ -200,11 +211,12 @@ class QuarantineProcessor:
         if not breaker.reset_applies(state, command.ts_ms):
             log.info("breaker reset at %s ignored: breaker not tripped since", rec.where)
             return []
-        closed = breaker.reset(state, self._watermark())
+        now = self.clock()
+        closed = breaker.reset(state, now)
         self._staged.breaker = closed
         self._count(self.metrics.breaker_resets.inc)
         log.warning("breaker RESET by %s: %s", command.operator or "?", command.reason)
-        return [self._breaker_output(closed, now_ms())]
+        return [self._breaker_output(closed, now)]
 
     # -- state, base + staged ------------------------------------------------------------------
     def _is_quarantined(self, node: str) -> bool:
@@ -213,27 +225,16 @@ class QuarantineProcessor:
             return staged.state == QUARANTINED
         return self.table.is_quarantined(node) or node in self.dry or node in self._staged.dry
 
-    def _quarantine_times(self) -> dict[str, int]:
-        merged = dict(self.table.quarantined_at)
+    def _arrivals(self) -> dict[str, int]:
+        """Each quarantined node's latest quarantine arrival (wall clock), staged included."""
+        merged = {n: t for n, t in self.table.arrived_at.items() if self.table.is_quarantined(n)}
         merged.update(self.dry)
         merged.update(self._staged.dry)
-        merged.update((n, r.ts_ms) for n, r in self._staged.writes.items())
+        merged.update(self._staged.arrived)
         return merged
-
-    def _fleet(self) -> set[str]:
-        return self.fleet | self._staged.fleet | set(self.table.nodes())
 
     def _breaker(self) -> BreakerState:
         return self._staged.breaker or self.breaker
-
-    def _watermark(self) -> int:
-        return max(self.watermark, self._staged.watermark or 0)
-
-    def _see(self, *nodes: str | None) -> None:
-        self._staged.fleet.update(n for n in nodes if n)
-
-    def _advance(self, ts_ms: int) -> None:
-        self._staged.watermark = max(self._watermark(), ts_ms)
 
     def _count(self, inc: Callable[[], Any]) -> None:
         self._staged.on_commit.append(inc)
@@ -255,7 +256,7 @@ class QuarantineProcessor:
     def _gauges(self) -> None:
         self.metrics.breaker_tripped.set(1 if self.breaker.tripped else 0)
         self.metrics.nodes_quarantined.set(len(self.table.quarantined()))
-        times = self._quarantine_times().values()
-        in_window = breaker.count_in_window(self.cfg, self.breaker, self.watermark, times)
+        times = self._arrivals().values()
+        in_window = breaker.count_in_window(self.cfg, self.breaker, self.clock(), times)
         self.metrics.window_nodes.set(in_window)
-        self.metrics.fleet_nodes.set(breaker.known_fleet(self.cfg, len(self._fleet())))
+        self.metrics.fleet_nodes.set(breaker.known_fleet(self.cfg))

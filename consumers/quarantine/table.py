@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from consumers.runtime.records import InRecord
+from consumers.runtime.records import InRecord, now_ms
 from schemas.codec import loads
 from schemas.quarantine import QuarantineRecord
 
@@ -24,6 +24,9 @@ class QuarantineTable:
         self._latest: dict[str, tuple[tuple[int, int], QuarantineRecord]] = {}
         self._deleted: dict[str, tuple[int, int]] = {}
         self.quarantined_at: dict[str, int] = {}  # node -> ts_ms of its latest quarantine
+        # node -> wall clock its latest quarantine arrived (the breaker's window): the Kafka
+        # timestamp of the record read back, or when the service applied its own write.
+        self.arrived_at: dict[str, int] = {}
         self.on_change: OnChange | None = None
 
     def apply_record(self, rec: InRecord) -> None:
@@ -35,10 +38,14 @@ class QuarantineTable:
                 self._latest.pop(node, None)
                 self._deleted[node] = position
             return
-        self.apply(QuarantineRecord.from_dict(loads(rec.value)), rec.partition, rec.offset)
+        record = QuarantineRecord.from_dict(loads(rec.value))
+        self.apply(record, rec.partition, rec.offset, rec.timestamp_ms or now_ms())
 
-    def apply(self, record: QuarantineRecord, partition: int, offset: int) -> bool:
-        """Take `record` unless a newer one for its node is known; True when taken."""
+    def apply(
+        self, record: QuarantineRecord, partition: int, offset: int, arrived_ms: int | None = None
+    ) -> bool:
+        """Take `record` (arrived at wall time `arrived_ms`, default now) unless a newer one for
+        its node is known; True when taken."""
         position = (partition, offset)
         if not self._newer(record.node, position):
             return False
@@ -47,6 +54,7 @@ class QuarantineTable:
         self._deleted.pop(record.node, None)
         if record.state == QUARANTINED:
             self.quarantined_at[record.node] = record.ts_ms
+            self.arrived_at[record.node] = now_ms() if arrived_ms is None else arrived_ms
         if self.on_change is not None:
             self.on_change(None if previous is None else previous[1], record)
         return True

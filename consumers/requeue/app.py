@@ -27,6 +27,7 @@ from consumers.runtime.loop import LoopConfig, TransactionalLoop
 from consumers.runtime.records import InRecord
 from consumers.runtime.supervise import run_together
 from consumers.runtime.tail import TopicTail
+from schemas.event_time import EventTimeBounds
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ async def run_requeue(
         failover_boost=settings.priority_boost,
         retry_boost=settings.retry_priority_boost,
         sync=tail.sync,
+        bounds=EventTimeBounds.from_env(live=True),
         spec_wait_s=settings.spec_wait_s,
     )
     async with tail:

@@ -20,6 +20,7 @@ from consumers.runtime.records import InRecord, Output, now_ms
 from deploy.topics import TopicNames
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,12 @@ class RequeueProcessor:
         retry_boost: int = 0,
         sync: Callable[[float], Awaitable[None]] | None = None,
         spec_wait_s: float = 5.0,
+        bounds: EventTimeBounds | None = None,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
+        # Decisions out of the event-time bounds are skipped (job status dead-letters them),
+        # as the quarantine service skips them: schemas.event_time. None: unit tests.
+        self._bounds, self._clock = bounds, clock
         self.names, self.quarantine, self.specs, self.requeued = names, quarantine, specs, requeued
         self.metrics, self.failover_boost, self.retry_boost = metrics, failover_boost, retry_boost
         self._sync, self._spec_wait_s = sync, spec_wait_s
@@ -116,6 +122,8 @@ class RequeueProcessor:
         if rec.topic != self.names.failover_decisions:
             raise SchemaError("topic", f"not an input of the requeue service: {rec.topic!r}")
         d = Decision.from_dict(rec.json())
+        if self._bounds is not None:
+            self._bounds.check("decided_ts_ms", d.decided_ts_ms, self._clock())
         if d.action not in REQUEUE_ACTIONS:
             self._count(lambda: self.metrics.skipped.labels(action=d.action).inc())
             return []

@@ -10,6 +10,8 @@ from typing import Any
 import orjson
 
 from gpufailover.chaos.workload import Record
+from schemas.bounds import TS_CEIL_MS
+from schemas.event_time import EventTimeBounds
 from streams.policy import Policy
 from streams.replay import Replayer
 
@@ -23,7 +25,8 @@ class ReplayAnswer:
 
 
 def replay(records: Iterable[Record], policy: Policy) -> ReplayAnswer:
-    replayer = Replayer(policy)
+    # The workload is stamped at a fixed date: no clock-relative bound, as in the services.
+    replayer = Replayer(policy, bounds=EventTimeBounds(TS_CEIL_MS))
     decisions: dict[tuple[str, int], dict[str, Any]] = {}
     quarantines: Counter[str] = Counter()
     rounds: dict[str, int] = {}

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import signal
 import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from schemas.event_time import BOUNDS_OFF_ENV
 
 log = logging.getLogger("gpufailover.chaos")
 
@@ -49,6 +52,9 @@ class Proc:
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "gpufailover", *self.args],
+                # The workload is stamped at a fixed date (workload.START_MS), not the wall
+                # clock: the clock-relative event-time bounds would refuse all of it.
+                env={**os.environ, **BOUNDS_OFF_ENV},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

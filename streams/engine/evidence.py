@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from schemas.bounds import saturating_add
 from schemas.decisions import Evidence
 
 
@@ -35,7 +36,7 @@ def add(
                     old,
                     ts_ms=min(old.ts_ms, new.ts_ms),
                     last_ts_ms=max(old_last, new_last),
-                    count=old.count + new.count,
+                    count=saturating_add(old.count, new.count),
                 )
                 items[i] = merged
                 return merged, old

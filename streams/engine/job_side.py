@@ -7,6 +7,7 @@ answered, anything else once every node's window has closed.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,6 +35,33 @@ class Pending:
     # The time the nodes in `asked` were asked to report past (`NodeTermination.until_ms`).
     requested: int | None = None
     asked: set[str] = field(default_factory=set)
+    # Not persisted, derived from the above so that a report costs O(1), not O(nodes): the
+    # job's nodes as a set, and the known `complete` values counted (their minimum is how far
+    # every node is complete) with the number still unknown (None).
+    node_set: frozenset[str] = field(init=False, repr=False, compare=False)
+    known: Counter[int] = field(init=False, repr=False, compare=False)
+    unknown: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.node_set = frozenset(self.term.nodes)
+        self.known = Counter(c for c in self.complete.values() if c is not None)
+        self.unknown = len(self.complete) - self.known.total()
+
+    def set_complete(self, node: str, complete: int | None) -> None:
+        """Record how far `node`'s evidence is complete (None: it answered, not known how far)."""
+        if node in self.complete:
+            old = self.complete[node]
+            if old is None:
+                self.unknown -= 1
+            else:
+                self.known[old] -= 1
+                if not self.known[old]:
+                    del self.known[old]
+        self.complete[node] = complete
+        if complete is None:
+            self.unknown += 1
+        else:
+            self.known[complete] += 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,12 +91,9 @@ class Pending:
 
     def complete_to(self) -> int | None:
         """How far the evidence of every node is complete; None while one has not answered."""
-        if len(self.complete) < len(self.term.nodes):
+        if len(self.complete) < len(self.node_set) or self.unknown:
             return None
-        known = [c for c in self.complete.values() if c is not None]
-        if len(known) < len(self.complete):
-            return None
-        return min(known)
+        return min(self.known)
 
 
 @dataclass(slots=True)
@@ -145,7 +170,7 @@ class JobSide:
     def on_node_report(self, report: NodeReport) -> list[JobOutput]:
         state = self.jobs.get(report.job_id)
         pending = state.pending.get(report.attempt) if state is not None else None
-        if state is None or pending is None or report.node not in pending.term.nodes:
+        if state is None or pending is None or report.node not in pending.node_set:
             self.stale_reports += 1
             return []
         for item in report.items:
@@ -158,7 +183,7 @@ class JobSide:
         if report.node not in pending.complete or (
             complete is not None and (known is None or complete > known)
         ):
-            pending.complete[report.node] = complete
+            pending.set_complete(report.node, complete)
         out = self._try_decide(state, pending)
         if report.attempt in state.pending:  # not decided (deciding saves the state itself)
             self.jobs[report.job_id] = state

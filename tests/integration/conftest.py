@@ -5,6 +5,7 @@ Set KAFKA_BOOTSTRAP to use an existing broker instead of starting one.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 from deploy.broker import running_broker
 from deploy.broker_state import external_bootstrap
 from deploy.topics import TopicNames, create_topics
+from schemas.event_time import BOUNDS_OFF_ENV
 
 _HERE = Path(__file__).parent
 
@@ -23,6 +25,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(_HERE):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def event_time_bounds_off() -> Iterator[None]:
+    """The fixtures are stamped at fixed dates (tests/fixtures, examples/): the clock-relative
+    event-time bounds (schemas.event_time) would refuse them in every service these tests start.
+    A test of the bounds passes its own values in its services' env."""
+    saved = {name: os.environ.get(name) for name in BOUNDS_OFF_ENV}
+    os.environ.update(BOUNDS_OFF_ENV)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

@@ -91,8 +91,10 @@ async def wait_for(
         await consumer.stop()
 
 
-async def cli(*args: str, timeout_s: float = 60.0) -> tuple[int, str, str]:
-    """Run `gpufailover ARGS...`; (exit code, stdout, stderr)."""
+async def cli(
+    *args: str, timeout_s: float = 60.0, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """Run `gpufailover ARGS...` (with `env` over the environment); (exit code, stdout, stderr)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -100,6 +102,7 @@ async def cli(*args: str, timeout_s: float = 60.0) -> tuple[int, str, str]:
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     assert proc.returncode is not None

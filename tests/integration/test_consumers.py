@@ -33,6 +33,7 @@ from consumers.runtime.records import dead_letter_topic
 from deploy.topics import TopicNames
 from gpufailover.cli import main as cli_main
 from gpufailover.kafka import make_consumer
+from schemas.bounds import TS_FLOOR_MS
 from schemas.dead_letter import DeadLetter
 from schemas.decisions import Decision, Evidence
 
@@ -159,13 +160,16 @@ async def cli(*argv: str) -> int:
     return await asyncio.to_thread(cli_main, list(argv))
 
 
+T0 = 1_700_000_000_000  # 2023-11-14, epoch ms: what decisions and requests are stamped from
+
+
 def decision(
     job: str,
     attempt: int = 0,
     *,
     verdict: str = "hardware",
     suspects: tuple[str, ...] = ("node-a",),
-    ts: int = 1_000_000,
+    ts: int = T0 + 1_000_000,
 ) -> dict[str, Any]:
     action, status, rule = {
         "hardware": ("failover", "Pending-failoverinprogress", "hardware.failover"),
@@ -196,6 +200,10 @@ def job_event(job: str, kind: str, attempt: int = 0, **extra: Any) -> dict[str, 
 
 
 def quarantined_record(node: str, ts: int, reason: str = "hardware") -> dict[str, Any]:
+    """`ts` below the event-time floor is an offset from T0 (the service refuses times of
+    zero or in seconds: schemas.event_time)."""
+    if ts < TS_FLOOR_MS:
+        ts += T0
     return {
         "schema_version": 1,
         "node": node,

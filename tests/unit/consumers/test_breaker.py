@@ -28,33 +28,45 @@ def test_trip_cause(would_be: int, fleet: int, cause: str | None) -> None:
     assert b.trip_cause(CFG, would_be, fleet) == cause
 
 
-def test_known_fleet_is_the_larger_of_the_setting_and_the_nodes_seen() -> None:
-    cfg = BreakerConfig(fleet_size=100)
-    assert b.known_fleet(cfg, 7) == 100
-    assert b.known_fleet(cfg, 140) == 140
-    assert b.known_fleet(BreakerConfig(), 7) == 7
+def test_the_fleet_is_the_setting_or_the_inventory_and_unknown_is_zero() -> None:
+    assert b.known_fleet(BreakerConfig(fleet_size=100)) == 100
+    inventory = frozenset({"a", "b", "c"})
+    assert b.known_fleet(BreakerConfig(fleet_size=100, inventory=inventory)) == 3
+    assert b.known_fleet(BreakerConfig()) == 0
 
 
-def test_window_counts_event_time_back_from_the_watermark() -> None:
+def test_without_a_fleet_the_share_rule_is_off_and_the_count_limit_stays() -> None:
+    assert b.trip_cause(CFG, 3, 0) is None  # the 3rd quarantine of an unknown fleet
+    assert b.trip_cause(CFG, 50, 0) is None
+    assert b.trip_cause(CFG, 51, 0) == "max_nodes"
+
+
+def test_only_inventory_nodes_are_in_the_fleet_when_an_inventory_is_given() -> None:
+    cfg = BreakerConfig(inventory=frozenset({"gpu-1"}))
+    assert b.in_inventory(cfg, "gpu-1") and not b.in_inventory(cfg, "ghost-1")
+    assert b.in_inventory(BreakerConfig(), "anything")
+
+
+def test_window_counts_arrival_time_back_from_now() -> None:
     times = [0, 400_000, 1_000_000, 1_000_001, 1_599_999]
     state = BreakerState()
     # Window (1_000_000, 1_600_000]: ts 1_000_000 is just out.
     assert b.count_in_window(CFG, state, 1_600_000, times) == 2
     assert b.count_in_window(CFG, state, 1_000_001, times) == 2  # (400_001 .. 1_000_001]
-    assert b.count_in_window(CFG, state, 10_000_000, times) == 0  # wall clock plays no part
+    assert b.count_in_window(CFG, state, 10_000_000, times) == 0  # all arrived long ago
 
 
-def test_a_reset_restarts_the_count_from_its_watermark() -> None:
-    state = b.reset(BreakerState(tripped=True, tripped_wall_ms=5), watermark_ms=1_000_000)
+def test_a_reset_restarts_the_count_from_its_wall_clock() -> None:
+    state = b.reset(BreakerState(tripped=True, tripped_wall_ms=5), now_ms=1_000_000)
     assert not state.tripped and state.floor_ts_ms == 1_000_000
     assert b.count_in_window(CFG, state, 1_100_000, [999_000, 1_000_000, 1_050_000]) == 1
     # The floor stops mattering once the window has moved past it.
     assert b.window_start(CFG, state, 2_000_000) == 1_400_000
 
 
-def test_trip_records_cause_counts_and_both_clocks() -> None:
-    state = b.trip(BreakerState(), "share", 3, 10, watermark_ms=1_000, wall_ms=99)
-    assert state == BreakerState(True, "share", 3, 10, 1_000, 99, None)
+def test_trip_records_cause_counts_and_the_wall_clock() -> None:
+    state = b.trip(BreakerState(), "share", 3, 10, now_ms=99)
+    assert state == BreakerState(True, "share", 3, 10, 99, 99, None)
 
 
 def test_reset_applies_only_to_a_tripped_breaker_and_after_the_trip() -> None:

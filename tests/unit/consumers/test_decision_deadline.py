@@ -18,6 +18,7 @@ from consumers.runtime.records import InRecord, Output
 from streams.engine.progress import JobAlert
 
 DEADLINE_MS = 300_000
+T0 = 1_700_000_000_000  # job events are stamped in epoch ms (schemas.bounds.TS_FLOOR_MS)
 READY = frozenset({(NAMES.failover_decisions, 0)})  # the fakes put every record on partition 0
 
 
@@ -52,7 +53,7 @@ class Service:
         return self.registry.get_sample_value(name)
 
 
-def event(job: str, kind: str, attempt: int = 0, ts: int = 5_000) -> InRecord:
+def event(job: str, kind: str, attempt: int = 0, ts: int = T0 + 5_000) -> InRecord:
     body = {"job_id": job, "attempt": attempt, "type": kind, "ts_ms": ts, "nodes": ["n1"]}
     return rec(NAMES.jobs_events, job, body)
 
@@ -63,7 +64,7 @@ def alerts(outputs: Sequence[Output]) -> list[dict[str, object]]:
 
 async def test_no_decision_by_the_deadline_raises_one_alert_and_marks_the_attempt() -> None:
     s = Service()
-    await s.batch(event("j", "started"), event("j", "terminated", ts=6_000))
+    await s.batch(event("j", "started"), event("j", "terminated", ts=T0 + 6_000))
     read_ms = s.now
     s.now += DEADLINE_MS - 1
     assert await s.tick() == []
@@ -79,7 +80,7 @@ async def test_no_decision_by_the_deadline_raises_one_alert_and_marks_the_attemp
             0,
             s.now,
             {
-                "terminated_ts_ms": 6_000,
+                "terminated_ts_ms": T0 + 6_000,
                 "read_ms": read_ms,
                 "deadline_s": 300.0,
                 "waited_s": 300.0,
@@ -90,7 +91,7 @@ async def test_no_decision_by_the_deadline_raises_one_alert_and_marks_the_attemp
     [status] = [value(o) for o in outputs if o.topic == NAMES.jobs_status]
     assert status["status"] == "Pending-failoverinprogress"  # no verdict is made up
     assert status["awaiting_decision"] == [
-        {"attempt": 0, "terminated_ts_ms": 6_000, "read_ms": read_ms, "overdue_ms": s.now}
+        {"attempt": 0, "terminated_ts_ms": T0 + 6_000, "read_ms": read_ms, "overdue_ms": s.now}
     ]
     assert s.metric("gpufailover_jobstatus_decisions_overdue_total") == 1
     assert s.metric("gpufailover_jobstatus_overdue_decisions") == 1
@@ -102,7 +103,7 @@ async def test_a_decision_in_time_means_no_alert() -> None:
     s = Service()
     await s.batch(event("j", "terminated"))
     s.now += 1_000
-    await s.batch(rec(NAMES.failover_decisions, "j", decision("j", ts=7_000)))
+    await s.batch(rec(NAMES.failover_decisions, "j", decision("j", ts=T0 + 7_000)))
     s.now += DEADLINE_MS * 2
     assert await s.tick() == []
     assert s.metric("gpufailover_jobstatus_awaited_decisions") == 0
@@ -239,7 +240,7 @@ async def test_a_decision_read_in_the_same_turn_is_not_reported_overdue() -> Non
 
 async def test_a_termination_with_no_failover_still_waits_for_its_decision() -> None:
     s = Service()
-    spot = {"job_id": "j", "attempt": 0, "type": "terminated", "ts_ms": 6_000, "nodes": ["n1"]}
+    spot = {"job_id": "j", "attempt": 0, "type": "terminated", "ts_ms": T0, "nodes": ["n1"]}
     await s.batch(event("j", "started"))
     [out] = await s.batch(rec(NAMES.jobs_events, "j", {**spot, "training_type": "spot"}))
     assert [a["attempt"] for a in value(out)["awaiting_decision"]] == [0]
@@ -263,12 +264,12 @@ async def test_an_overdue_decision_is_logged_with_the_job_and_the_wait(
 ) -> None:
     s = Service()
     s.p.deadline_ms = 600_000
-    await s.batch(event("j", "terminated", ts=6_000))
+    await s.batch(event("j", "terminated", ts=T0 + 6_000))
     s.now += 600_000 + 1_500
     with caplog.at_level(logging.WARNING, logger="consumers.jobstatus.logic"):
         await s.tick()
     assert caplog.messages == [
-        "decision overdue: job j attempt 0 terminated at 6000, read 602 s ago, "
+        f"decision overdue: job j attempt 0 terminated at {T0 + 6_000}, read 602 s ago, "
         "no decision (deadline 600 s)"
     ]
 
@@ -277,7 +278,7 @@ async def test_a_wait_on_a_partition_not_read_to_its_end_holds_back_only_its_own
     table = StatusTable()
     read_ms = 10_000_000
     for job, partition in (("a", 1), ("b", 0)):  # a first in the index, on a partition not ready
-        step = Step("Pending-failoverinprogress", 0, 5_000, "terminated")
-        table.apply(JobStatus(job, (step,), (Awaiting(0, 5_000, read_ms),)), partition, 0)
+        step = Step("Pending-failoverinprogress", 0, T0, "terminated")
+        table.apply(JobStatus(job, (step,), (Awaiting(0, T0, read_ms),)), partition, 0)
     s = Service(table, start_ms=read_ms + DEADLINE_MS)
     assert [a["job_id"] for a in alerts(await s.tick())] == ["b"]

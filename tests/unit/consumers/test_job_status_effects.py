@@ -33,7 +33,10 @@ def metric(p: JobStatusProcessor, name: str, **labels: str) -> float:
     return 0.0 if sample is None else sample
 
 
-def event(job: str, kind: str, attempt: int = 0, ts: int = 1) -> InRecord:
+T0 = 1_700_000_000_000  # job events are stamped in epoch ms (schemas.bounds.TS_FLOOR_MS)
+
+
+def event(job: str, kind: str, attempt: int = 0, ts: int = T0) -> InRecord:
     nodes = ("n1",) if kind in ("started", "terminated") else ()
     return rec(NAMES.jobs_events, job, JobEvent(job, attempt, kind, ts, nodes=nodes).to_dict())
 
@@ -98,7 +101,7 @@ async def test_a_later_batch_builds_on_the_committed_status() -> None:
     [out] = p.handle(event("job-1", "submitted"))
     await p.committed([ack(out, 0)])
     p.begin()
-    [out] = p.handle(event("job-1", "started", ts=2))
+    [out] = p.handle(event("job-1", "started", ts=T0 + 2))
     assert [s["status"] for s in JobStatus.from_dict(out_value(out)).to_dict()["history"]] == [
         "Submitted",
         "Running",
@@ -155,7 +158,7 @@ async def test_history_is_bounded_at_fifty_steps_by_default() -> None:
         out
         for attempt in range(30)
         for kind in ("started", "succeeded")
-        for out in p.handle(event("job-1", kind, attempt=attempt, ts=attempt * 10))
+        for out in p.handle(event("job-1", kind, attempt=attempt, ts=T0 + attempt * 10))
     ]
     assert len(JobStatus.from_dict(out_value(outputs[-1])).history) == 50
 

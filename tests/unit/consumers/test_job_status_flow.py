@@ -106,7 +106,7 @@ def test_records_round_trip() -> None:
 
 async def test_processor_publishes_only_changes() -> None:
     p = JobStatusProcessor(NAMES, StatusTable(), JobStatusMetrics.create(), deadline_ms=300_000)
-    started = {"job_id": "j", "attempt": 0, "type": "started", "ts_ms": 1, "nodes": ["n1"]}
+    started = {"job_id": "j", "attempt": 0, "type": "started", "ts_ms": 10**12, "nodes": ["n1"]}
     p.begin()
     outputs = [
         *p.handle(rec(NAMES.jobs_events, "j", started)),

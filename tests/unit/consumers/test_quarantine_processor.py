@@ -26,6 +26,7 @@ def make(
     cfg: BreakerConfig | None = None,
     dry_run: bool = False,
     registry: CollectorRegistry | None = None,
+    **kwargs: Any,
 ) -> QuarantineProcessor:
     processor = QuarantineProcessor(
         NAMES,
@@ -34,6 +35,7 @@ def make(
         LogActuator(),
         QuarantineMetrics.create(registry),
         dry_run=dry_run,
+        **kwargs,
     )
     return processor
 
@@ -144,15 +146,24 @@ async def test_the_breaker_trips_on_a_wave_within_the_event_time_window() -> Non
     assert registry.get_sample_value("gpufailover_quarantine_window_nodes") == 2
 
 
-async def test_quarantines_spread_over_event_time_do_not_trip() -> None:
-    p = make(WAVE_CFG)
-    # Published all at once (wall clock), but 11 minutes apart in event time.
-    spread = [
-        rec(NAMES.quarantine_requests, f"n{i}", request(f"n{i}", i * 660_000)) for i in range(6)
-    ]
-    outputs = await batch(p, *spread)
-    assert [o.topic for o in outputs] == [NAMES.nodes_quarantine] * 6
+async def test_quarantines_spread_over_arrival_time_do_not_trip() -> None:
+    wall = [1_700_000_000_000]
+    p = make(WAVE_CFG, clock=lambda: wall[0])
+    # Stamped at the same event time, but arriving 11 minutes apart (wall clock).
+    for i in range(6):
+        outputs = await batch(p, rec(NAMES.quarantine_requests, f"n{i}", request(f"n{i}", 1_000)))
+        assert [o.topic for o in outputs] == [NAMES.nodes_quarantine]
+        wall[0] += 660_000
     assert not p.breaker.tripped
+
+
+async def test_quarantines_arriving_together_trip_whatever_their_event_times() -> None:
+    p = make(WAVE_CFG, clock=lambda: 1_700_000_000_000)
+    spread = [
+        rec(NAMES.quarantine_requests, f"n{i}", request(f"n{i}", i * 660_000)) for i in range(4)
+    ]
+    await batch(p, *spread)
+    assert p.breaker.tripped and p.breaker.cause == "share"
 
 
 async def test_an_operator_reset_closes_the_breaker_and_restarts_the_count() -> None:
@@ -197,7 +208,7 @@ async def test_a_failed_transaction_leaves_no_trace() -> None:
     for i in range(4):
         p.handle(rec(NAMES.quarantine_requests, f"n{i}", request(f"n{i}", 1_000 + i)))
     p.rollback()
-    assert not p.breaker.tripped and p.watermark == 0 and not p.fleet
+    assert not p.breaker.tripped and p.table.arrived_at == {} and p.dry == {}
     # The retried batch decides exactly as the first attempt would have.
     outputs = await batch(p, rec(NAMES.quarantine_requests, "n0", request("n0", 1_000)))
     assert [o.topic for o in outputs] == [NAMES.nodes_quarantine]

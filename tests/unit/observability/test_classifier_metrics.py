@@ -128,8 +128,8 @@ def test_progress_and_watermark_gauges() -> None:
 
 def test_signal_filter_counts_xids_and_conditions_it_decodes_and_not_malformed_ones() -> None:
     f = SignalFilter(load_policy(), NAMES, idle_after_ms=5_000)
-    xid = {"node": "gpu-b", "xid": 79, "ts_ms": 1_000_000, "gpu_index": 2}
-    health = {"node": "gpu-b", "condition": "ecc_uncorrectable", "ts_ms": 1_000_001}
+    xid = {"node": "gpu-b", "xid": 79, "ts_ms": 1_700_000_000_000, "gpu_index": 2}
+    health = {"node": "gpu-b", "condition": "ecc_uncorrectable", "ts_ms": 1_700_000_000_001}
     out = f.reduce(
         [
             InputRecord(NAMES.gpu_xid, 0, 0, b"gpu-b", orjson.dumps(xid)),

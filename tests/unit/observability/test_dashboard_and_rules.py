@@ -105,6 +105,7 @@ def test_alert_rules_cover_the_issue_and_carry_severity_and_summary() -> None:
         "GpuFailoverAgentNotReporting",
         "GpuFailoverDecisionOverdue",
         "GpuFailoverActuationFailing",
+        "GpuFailoverWatermarkAhead",
     }
     for r in rules:
         assert r["labels"]["severity"] in {"warning", "critical"}, r["alert"]
@@ -119,6 +120,9 @@ def test_alert_rules_cover_the_issue_and_carry_severity_and_summary() -> None:
     assert "gpufailover_jobstatus_overdue_decisions" in by_name["GpuFailoverDecisionOverdue"]
     assert "gpufailover_classifier" not in by_name["GpuFailoverDecisionOverdue"]
     assert "gpufailover_quarantine_actuations_owed" in by_name["GpuFailoverActuationFailing"]
+    # A watermark ahead of the wall clock by more than the max future skew (issue 12).
+    ahead = by_name["GpuFailoverWatermarkAhead"]
+    assert "gpufailover_classifier_watermark_timestamp_seconds" in ahead and "time()" in ahead
 
 
 def test_every_metric_the_dashboard_and_rules_query_is_declared_by_a_component() -> None:

@@ -188,7 +188,7 @@ async def test_agent_dedups_a_flood_and_publishes_health_changes() -> None:
     broker = Broker()
     publisher, metrics = make_publisher(broker)
     agent = Agent(TopicNames("p."), publisher, metrics, dedup_window_s=3600)
-    health = GpuHealth(node="node-a", ts_ms=5, condition="gpu_lost", gpu_index=0)
+    health = GpuHealth(node="node-a", ts_ms=10**12 + 5, condition="gpu_lost", gpu_index=0)
     source = ListSource([xid(31, ts) for ts in range(100)] + [health])
     run = asyncio.create_task(agent.run([source]))
     await broker.wait_for(2)

@@ -15,6 +15,8 @@ from producers.telemetry import TelemetryClient
 from schemas.errors import SchemaError
 from schemas.telemetry import TrainingTelemetry
 
+T0 = 10**12  # event times are epoch ms, at or above schemas.bounds.TS_FLOOR_MS
+
 
 @pytest.fixture
 def dead_bootstrap() -> str:
@@ -96,7 +98,7 @@ def test_from_env_reads_slurm_variables(
 
 def test_schema_round_trip() -> None:
     rec = TrainingTelemetry(
-        job_id="j", attempt=1, kind="checkpoint", ts_ms=5, step=100, uri="s3://b/c", node="n"
+        job_id="j", attempt=1, kind="checkpoint", ts_ms=T0 + 5, step=100, uri="s3://b/c", node="n"
     )
     assert TrainingTelemetry.from_dict(rec.to_dict()) == rec
     assert rec.to_dict() == {
@@ -104,13 +106,13 @@ def test_schema_round_trip() -> None:
         "job_id": "j",
         "attempt": 1,
         "kind": "checkpoint",
-        "ts_ms": 5,
+        "ts_ms": T0 + 5,
         "step": 100,
         "uri": "s3://b/c",
         "node": "n",
     }
     tp = TrainingTelemetry.from_dict(
-        {"job_id": "j", "attempt": 0, "kind": "throughput", "ts_ms": 1, "samples_per_s": 12}
+        {"job_id": "j", "attempt": 0, "kind": "throughput", "ts_ms": T0, "samples_per_s": 12}
     )
     assert tp.samples_per_s == 12.0
 
@@ -118,22 +120,22 @@ def test_schema_round_trip() -> None:
 @pytest.mark.parametrize(
     ("value", "field"),
     [
-        ({"job_id": "j", "attempt": 0, "kind": "heartbeat", "ts_ms": 1}, "step"),
-        ({"job_id": "j", "attempt": 0, "kind": "throughput", "ts_ms": 1}, "samples_per_s"),
-        ({"job_id": "j", "attempt": 0, "kind": "checkpoint", "ts_ms": 1, "step": 1}, "uri"),
-        ({"job_id": "j", "attempt": 0, "kind": "loss", "ts_ms": 1}, "kind"),
-        ({"job_id": "j", "attempt": -1, "kind": "heartbeat", "ts_ms": 1, "step": 1}, "attempt"),
+        ({"job_id": "j", "attempt": 0, "kind": "heartbeat", "ts_ms": T0}, "step"),
+        ({"job_id": "j", "attempt": 0, "kind": "throughput", "ts_ms": T0}, "samples_per_s"),
+        ({"job_id": "j", "attempt": 0, "kind": "checkpoint", "ts_ms": T0, "step": 1}, "uri"),
+        ({"job_id": "j", "attempt": 0, "kind": "loss", "ts_ms": T0}, "kind"),
+        ({"job_id": "j", "attempt": -1, "kind": "heartbeat", "ts_ms": T0, "step": 1}, "attempt"),
         (
-            {"job_id": "j", "attempt": 0, "kind": "throughput", "ts_ms": 1, "samples_per_s": "x"},
+            {"job_id": "j", "attempt": 0, "kind": "throughput", "ts_ms": T0, "samples_per_s": "x"},
             "samples_per_s",
         ),
         (
-            {"job_id": "j", "attempt": 0, "kind": "throughput", "ts_ms": 1, "samples_per_s": True},
+            {"job_id": "j", "attempt": 0, "kind": "throughput", "ts_ms": T0, "samples_per_s": True},
             "samples_per_s",
         ),
-        ({"attempt": 0, "kind": "heartbeat", "ts_ms": 1, "step": 1}, "job_id"),
+        ({"attempt": 0, "kind": "heartbeat", "ts_ms": T0, "step": 1}, "job_id"),
         (
-            {"schema_version": 2, "job_id": "j", "attempt": 0, "kind": "heartbeat", "ts_ms": 1},
+            {"schema_version": 2, "job_id": "j", "attempt": 0, "kind": "heartbeat", "ts_ms": T0},
             "schema_version",
         ),
     ],

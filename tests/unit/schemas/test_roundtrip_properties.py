@@ -66,7 +66,7 @@ job_events = records(
     type=st.sampled_from(sorted(EVENT_TYPES)),
     training_type=st.sampled_from(sorted(TRAINING_TYPES)),
     exit_code=st.none() | st.integers(-255, 255),
-    priority=st.none() | st.integers(-(2**31), 2**31),
+    priority=st.none() | st.integers(-(2**31), 2**31 - 1),
 )
 xids = records(GpuXid, source=optional(XID_SOURCES), count=st.integers(1, 2**31))
 healths = records(

@@ -185,10 +185,11 @@ def test_node_agent_decides_from_filtered_signals_and_closes_on_the_filter_water
     ]
     forwarded = f.reduce(batch, wall_ms=0) + f.watermarks(wall_ms=1_000)
     reports = [
-        orjson.loads(o.value)
+        report
         for i, s in enumerate(forwarded)
         for o in glue.handle(s.topic, s.partition or 0, i, s.key, s.value)
         if o.topic == NAMES.node_evidence
+        for report in orjson.loads(o.value).get("reports", [orjson.loads(o.value)])
     ]
     assert [(r["initial"], r["closed"], len(r["items"])) for r in reports] == [
         (True, False, 0),  # the termination came first in this batch
