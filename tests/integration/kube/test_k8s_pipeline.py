@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lightkube.resources.core_v1 import Node
+from lightkube.resources.core_v1 import Event, Node
 
 from deploy.topics import TopicNames
-from tests.integration.kafka_io import Rec, Service, free_port, produce, short_grace_policy
+from tests.integration.kafka_io import Rec, Service, cli, free_port, produce, short_grace_policy
 from tests.integration.kafka_io import wait_for as wait_for_records
 from tests.integration.kube.training_jobs import (
     FAILOVER_CLASS,
@@ -168,3 +168,22 @@ async def test_xid79_cordons_the_node_and_moves_the_job_oom_is_rejected_redelive
     assert len(pods_of(admin, ns, "train-e2e", 1)) == 4 and not pods_of(admin, ns, "train-e2e", 2)
     taints = [t for t in admin.get(Node, bad).spec.taints or [] if t.key == TAINT_KEY]
     assert len(taints) == 1
+
+    # The Node says who did it and why, and has its Event; an operator release undoes it all.
+    marks = admin.get(Node, bad).metadata.annotations or {}
+    assert TAINT_KEY in marks and "train-e2e" in marks[TAINT_KEY]
+    node_events = [e.reason for e in admin.list(Event, namespace="default")
+                   if e.involvedObject.name == bad]  # fmt: skip
+    assert node_events.count("GpufailoverQuarantined") == 1
+    rc, _, err = await cli("quarantine", "release", bad, "--reason", "GPU replaced",
+                           "--bootstrap", kafka_bootstrap, "--topic-prefix", n.prefix)  # fmt: skip
+    assert rc == 0, err
+
+    def released() -> bool:
+        node = admin.get(Node, bad)
+        return not node.spec.unschedulable and not any(
+            t.key == TAINT_KEY for t in node.spec.taints or []
+        )
+
+    wait_for(f"{bad} uncordoned and untainted after the release", released, DEADLINE_S)
+    assert TAINT_KEY not in (admin.get(Node, bad).metadata.annotations or {})
