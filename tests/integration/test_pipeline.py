@@ -174,4 +174,7 @@ async def test_fleet_wide_xid_wave_trips_the_breaker_and_the_operator_resets_it(
         [n.failover_alerts],
         lambda rs: any(r.key == "breaker" and r.value.get("state") == "closed" for r in rs),
     )
-    assert after[-1].key in ("breaker", "breaker-reset")
+    # Records of one key are in order (one partition); across partitions there is no order.
+    assert [r.value["state"] for r in after if r.key == "breaker"][-1] == "closed"
+    refused_after = [r for r in after if r.value.get("kind") == "quarantine-refused"]
+    assert len(refused_after) == len(refused)  # the reset itself refuses or quarantines nothing
