@@ -40,9 +40,14 @@ PIPELINE_ONLY_IMPORTS = {
 }
 
 
-def core_distributions() -> set[str]:
-    """pyproject's `dependencies` and everything they install (as the installed metadata says)."""
-    todo = [(Requirement(d), "") for d in PYPROJECT["project"]["dependencies"]]
+def core_distributions(*extras: str) -> set[str]:
+    """pyproject's `dependencies` (and those of `extras`) and everything they install, as the
+    installed distributions' metadata says."""
+    project = PYPROJECT["project"]
+    wanted = project["dependencies"] + [
+        d for e in extras for d in project["optional-dependencies"][e]
+    ]
+    todo = [(Requirement(d), "") for d in wanted]
     seen: set[str] = set()
     while todo:
         req, extra = todo.pop()
@@ -57,8 +62,8 @@ def core_distributions() -> set[str]:
     return seen
 
 
-def core_top_level_modules() -> set[str]:
-    core = core_distributions()
+def core_top_level_modules(*extras: str) -> set[str]:
+    core = core_distributions(*extras)
     return {
         top
         for top, dists in importlib.metadata.packages_distributions().items()
@@ -166,6 +171,15 @@ def test_every_import_on_the_light_paths_is_a_core_dependency() -> None:
     assert outside == PIPELINE_ONLY_IMPORTS, "imports outside pyproject's core dependencies"
     # Nothing of the classifier: streams' faust app, glue and tables stay off a node.
     assert not {m for m in modules if m.partition(".")[0] == "streams"}
+
+
+def test_every_command_needs_at_most_the_pipeline_extra() -> None:
+    # `pip install '.[pipeline]'` (the Docker image, the README's demo) runs every command:
+    # nothing outside the tests may need a [dev] dependency.
+    _, third_party = reachable(cli.COMMAND_MODULES)
+    allowed = core_top_level_modules("pipeline")
+    assert {top for _, top in third_party} - allowed == set()
+    assert {"faust", "lightkube"} <= {top for _, top in third_party}  # the walk sees them
 
 
 def test_the_light_paths_import_without_the_pipeline(tmp_path: Path) -> None:
