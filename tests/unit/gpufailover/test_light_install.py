@@ -79,19 +79,32 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
+class _Imports(ast.NodeVisitor):
+    """(module, names) of every import in a tree, in functions too, but not under TYPE_CHECKING."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, tuple[str, ...]]] = []
+
+    def visit_If(self, node: ast.If) -> None:
+        if "TYPE_CHECKING" not in ast.unparse(node.test):
+            self.generic_visit(node)
+            return
+        for child in node.orelse:  # the typing-only body never runs
+            self.visit(child)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.found.extend((alias.name, ()) for alias in node.names)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        assert node.level == 0, "relative imports are not used in this project"
+        assert node.module is not None
+        self.found.append((node.module, tuple(alias.name for alias in node.names)))
+
+
 def _imports(tree: ast.AST) -> list[tuple[str, tuple[str, ...]]]:
-    """(module, names) of every import in `tree`, in functions too, but not under TYPE_CHECKING."""
-    found: list[tuple[str, tuple[str, ...]]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            node.body = []  # ast.walk has not descended yet: skip the typing-only imports
-        elif isinstance(node, ast.Import):
-            found.extend((alias.name, ()) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative imports are not used in this project"
-            assert node.module is not None
-            found.append((node.module, tuple(alias.name for alias in node.names)))
-    return found
+    visitor = _Imports()
+    visitor.visit(tree)
+    return visitor.found
 
 
 def reachable(entries: tuple[str, ...]) -> tuple[set[str], set[tuple[str, str]]]:
