@@ -71,7 +71,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return 2
-    code: int = func(args)
+    try:
+        code: int = func(args)
+    except ModuleNotFoundError as exc:
+        from gpufailover.extras import EXIT_MISSING_EXTRA, hint_for
+
+        hint = hint_for(exc)
+        if hint is None:
+            raise
+        print(f"gpufailover {args.command}: {hint}", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
     return code
 
 

@@ -175,7 +175,10 @@ def stop_pipeline(proc: subprocess.Popen[bytes]) -> int | None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from gpufailover.extras import require_pipeline
     from producers.sim.config import SimConfig
+
+    require_pipeline()  # before a broker starts: the classifier needs faust
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # Client chatter (leader elections of the fresh topics) would scroll the live view.

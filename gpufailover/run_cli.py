@@ -109,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
         services = tuple(wanted)
+    if "classifier" in services:
+        from gpufailover.extras import require_pipeline
+
+        require_pipeline()  # one clear line here, not a child's exit status
     env = _child_env(args)
     if not args.no_create_topics:
         from deploy.topics import create_topics
