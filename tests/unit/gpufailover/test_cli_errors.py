@@ -3,8 +3,10 @@ get a broker, exit 3, no traceback, within seconds."""
 
 from __future__ import annotations
 
+import argparse
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,29 @@ def test_a_long_missing_topic_list_stays_short() -> None:
 
 def test_a_bug_is_not_explained_away() -> None:
     assert explain(KeyError("oops"), "b:9092") is None
+
+
+# Commands that start a broker of their own when none is named: their help says that instead.
+STARTS_ITS_OWN_BROKER = {"bench", "chaos", "demo"}
+
+
+def _bootstrap_helps(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, str]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _bootstrap_helps(sub, f"{path} {name}".strip())
+        elif "--bootstrap" in action.option_strings:
+            yield path, action.help or ""
+
+
+def test_every_bootstrap_help_says_the_real_default() -> None:
+    from gpufailover.cli import build_parser
+    from gpufailover.settings import BOOTSTRAP_HELP
+
+    helps = dict(_bootstrap_helps(build_parser()))
+    assert {"publish", "status", "topics list", "quarantine release", "agent"} <= set(helps)
+    for command, text in helps.items():
+        if command.split()[0] in STARTS_ITS_OWN_BROKER:
+            assert "KAFKA_BOOTSTRAP" in text and "start" in text, (command, text)
+        else:
+            assert text == BOOTSTRAP_HELP, (command, text)
