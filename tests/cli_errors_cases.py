@@ -8,6 +8,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+PUBLISH_TIMEOUT_S = 30  # longer than any of these runs may take: failing fast is checked
+
 # The operator commands: each ends with flags for the broker and the topic prefix.
 KAFKA_COMMANDS: dict[str, tuple[str, ...]] = {
     "status": ("status", "job-1"),
@@ -26,7 +28,7 @@ KAFKA_COMMANDS: dict[str, tuple[str, ...]] = {
         "--nodes",
         "gpu-1",
         "--timeout",
-        "10",
+        str(PUBLISH_TIMEOUT_S),
     ),
 }
 
