@@ -38,13 +38,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from schemas.errors import SchemaError
 
     bootstrap, names = target(args)
-    try:
-        records = asyncio.run(
-            read_to_end(bootstrap, names.operators_audit, security=target_security(args))
-        )
-    except LookupError as exc:
-        print(f"gpufailover audit: {exc}", file=sys.stderr)
-        return 1
+    records = asyncio.run(
+        read_to_end(bootstrap, names.operators_audit, security=target_security(args))
+    )
     commands = []
     for rec in records:
         try:

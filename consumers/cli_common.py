@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from deploy.topics import TopicNames
 from gpufailover import settings as env
+from gpufailover.cli_errors import quiet_kafka_client_logs
 from gpufailover.security import KafkaSecurity, add_security_arguments
 
 
@@ -15,8 +15,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap",
         default=argparse.SUPPRESS,
-        help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, else the broker "
-        "from `gpufailover broker start`, else 127.0.0.1:9092)",
+        help=env.BOOTSTRAP_HELP,
     )
     parser.add_argument(
         "--prefix",
@@ -29,8 +28,9 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def target(args: argparse.Namespace) -> tuple[str, TopicNames]:
-    """Where an operator command goes; also quiets aiokafka's INFO chatter for it."""
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    """Where an operator command goes; also quiets aiokafka's logs for it (its failures are
+    reported in one line by `gpufailover.cli.main`)."""
+    quiet_kafka_client_logs()
     bootstrap = getattr(args, "bootstrap", None) or env.default_bootstrap()
     prefix = getattr(args, "prefix", None)
     if prefix is None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from typing import Any
 
 from consumers.cli_common import add_target_arguments, target, target_security
 from consumers.jobstatus.config import add_arguments
+from gpufailover.cli_errors import NotFound
 
 
 def register(subparsers: Any) -> None:
@@ -37,11 +37,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         fetch_status(bootstrap, names.jobs_status, args.job_id, security=target_security(args))
     )
     if status is None:
-        print(
-            f"gpufailover status: unknown job {args.job_id!r} (no record on {names.jobs_status})",
-            file=sys.stderr,
+        raise NotFound(
+            f"unknown job {args.job_id!r}: no record on {names.jobs_status} at {bootstrap}; "
+            "check the id, the --prefix, and that the job-status service is running"
         )
-        return 1
     print(dumps(status.to_dict()).decode() if args.json else render(status))
     return 0
 

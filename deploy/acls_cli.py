@@ -13,9 +13,10 @@ import sys
 from typing import Any
 
 from deploy.acls import ALLOW, ROLE_NAMES, AclBinding, all_bindings
-from deploy.kafka_admin import KafkaUnavailableError, admin_client
+from deploy.kafka_admin import admin_client
+from gpufailover.cli_errors import quiet_kafka_client_logs
 from gpufailover.security import KafkaSecurity, add_security_arguments
-from gpufailover.settings import default_bootstrap, env_str
+from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap, env_str
 
 
 class AclError(RuntimeError):
@@ -68,9 +69,7 @@ def register(subparsers: Any) -> None:
             help=f"SASL user of a role when it is not the role's name (roles: "
             f"{', '.join(ROLE_NAMES)}); repeatable",
         )
-    apply.add_argument(
-        "--bootstrap", default=None, help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP)"
-    )
+    apply.add_argument("--bootstrap", default=None, help=BOOTSTRAP_HELP)
     add_security_arguments(apply)
     apply.set_defaults(func=cmd_apply)
     show.set_defaults(func=cmd_show)
@@ -97,16 +96,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    quiet_kafka_client_logs()
     binds = _bindings(args)
     bootstrap = args.bootstrap or default_bootstrap()
     security = KafkaSecurity.from_env_and_args(args)
     try:
         count = asyncio.run(apply_acls(bootstrap, binds, security=security))
-    except (AclError, KafkaUnavailableError, TimeoutError) as exc:
+    except AclError as exc:  # broker trouble and authorization: gpufailover.cli.main
         print(f"gpufailover acls: {bootstrap}: {exc}", file=sys.stderr)
-        return 1
-    except RuntimeError as exc:  # aiokafka's errors, e.g. not authorized to alter ACLs
-        print(f"gpufailover acls: {bootstrap}: {exc!r}", file=sys.stderr)
         return 1
     print(f"{count} ACLs for roles {', '.join(ROLE_NAMES)} on {bootstrap}", file=sys.stderr)
     return 0

@@ -97,7 +97,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--bootstrap",
         default=None,
-        help="use this broker instead of starting one (broker-restart is then skipped)",
+        help="use this broker (env KAFKA_BOOTSTRAP) instead of starting one (broker-restart is "
+        "then skipped)",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
     p.add_argument(

@@ -2,6 +2,8 @@
 
 Modules are listed by name and imported here, but each keeps heavy imports (faust, aiokafka,
 pynvml) inside its command functions so `gpufailover --help` and `replay` stay light.
+Commands raise on failure; `main` prints the one-line message and exit code that
+`gpufailover.cli_errors` assigns (its docstring is the table of exit codes).
 """
 
 from __future__ import annotations
@@ -81,6 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"gpufailover {args.command}: {hint}", file=sys.stderr)
         return EXIT_MISSING_EXTRA
+    except Exception as exc:  # known failures become one line (table in cli_errors); bugs raise
+        from gpufailover.cli_errors import explain
+        from gpufailover.settings import default_bootstrap
+
+        explained = explain(exc, getattr(args, "bootstrap", None) or default_bootstrap())
+        if explained is None:
+            raise
+        code, message = explained
+        print(f"gpufailover {args.command}: {message}", file=sys.stderr)
     return code
 
 

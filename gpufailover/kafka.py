@@ -7,11 +7,15 @@ when none is given): how it authenticates, and over TLS or not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from gpufailover.cli_errors import NotAuthorized, TopicsMissing
 from gpufailover.security import PLAINTEXT, KafkaSecurity
+
+_TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's error code in a metadata answer
 
 
 def make_producer(
@@ -65,3 +69,28 @@ def make_admin(
     }
     options.update(overrides)
     return AIOKafkaAdminClient(**options)
+
+
+async def partitions_of(
+    bootstrap: str, topics: Sequence[str], *, security: KafkaSecurity = PLAINTEXT
+) -> dict[str, list[int]]:
+    """Each topic's partition ids. TopicsMissing (a LookupError) names the topics that do not
+    exist; NotAuthorized the ones this principal may not describe."""
+    admin = make_admin(bootstrap, "gpufailover-metadata", security=security)
+    try:  # close what a failed start left open too
+        await admin.start()
+        described: list[dict[str, Any]] = await admin.describe_topics(list(topics))
+    finally:
+        await admin.close()
+    found = {
+        t["topic"]: sorted(p["partition"] for p in t["partitions"])
+        for t in described
+        if t["error_code"] == 0 and t["partitions"]
+    }
+    denied = sorted(t["topic"] for t in described if t["error_code"] == _TOPIC_AUTHORIZATION_FAILED)
+    if denied:
+        raise NotAuthorized(bootstrap, f"topic authorization failed for {', '.join(denied)}")
+    missing = sorted(set(topics) - set(found))
+    if missing:
+        raise TopicsMissing(bootstrap, missing)
+    return found

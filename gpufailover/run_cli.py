@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from gpufailover.security import KafkaSecurity
-from gpufailover.settings import default_bootstrap
+from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap
 
 log = logging.getLogger("gpufailover.run")
 # The services `run` starts, in order (those this install has).
@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
         description="Start every pipeline service as a child process against one broker; "
         "SIGINT/SIGTERM stop them all; if one exits, the others are stopped too.",
     )
-    p.add_argument("--bootstrap", default=None, help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP)")
+    p.add_argument("--bootstrap", default=None, help=BOOTSTRAP_HELP)
     p.add_argument(
         "--topic-prefix", default=None, help="topic prefix (env GPUFAILOVER_TOPIC_PREFIX)"
     )

@@ -10,6 +10,11 @@ import os
 from pathlib import Path
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# Every --bootstrap flag says this: the order `default_bootstrap` really follows.
+BOOTSTRAP_HELP = (
+    "Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, else the broker from "
+    f"`gpufailover broker start` in GPUFAILOVER_STATE_DIR, else {DEFAULT_BOOTSTRAP})"
+)
 
 
 def env_str(name: str, default: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
 from gpufailover.settings import (
+    BOOTSTRAP_HELP,
     DEFAULT_METRICS_HOST,
     env_bool,
     env_float,
@@ -91,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options: list[tuple[str, Callable[[str], Any], str]] = [
         ("--source", str, f"nvml | kmsg | journal | file:PATH ({env}SOURCE, default nvml)"),
         ("--node", str, f"node name, the record key ({env}NODE, default: hostname)"),
-        ("--bootstrap", str, "Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP)"),
+        ("--bootstrap", str, BOOTSTRAP_HELP),
         ("--topic-prefix", str, "topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)"),
         ("--interval", float, f"NVML health sampling period, s ({env}SAMPLE_INTERVAL_S, 10)"),
         ("--dedup-window", float, f"fold repeats of an XID on a GPU within this many s; 0 = off "

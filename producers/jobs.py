@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from deploy.topics import TopicNames
-from gpufailover.kafka import make_producer
+from gpufailover.kafka import make_producer, partitions_of
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from gpufailover.settings import default_bootstrap
 from schemas.codec import dumps
@@ -46,6 +46,7 @@ class JobEventPublisher:
     ) -> None:
         self.bootstrap = bootstrap or default_bootstrap()
         self.topic = (topics or TopicNames.from_env()).jobs_events
+        self._security = security
         self._producer = make_producer(
             self.bootstrap, client_id, security=security, **producer_options
         )
@@ -69,6 +70,11 @@ class JobEventPublisher:
         if self._started:
             self._started = False
             await self._producer.stop()
+
+    async def require_topic(self) -> None:
+        """TopicsMissing unless the broker has jobs.events, NotAuthorized if this principal
+        may not see it (a send would wait out its timeout instead)."""
+        await partitions_of(self.bootstrap, [self.topic], security=self._security)
 
     async def publish(self, event: JobEvent) -> None:
         """Validate, send and wait for the broker's acknowledgement."""

@@ -1,7 +1,9 @@
 """`gpufailover publish TYPE --job-id ID --attempt N ...`: one job event from a scheduler hook.
 
 Everything is validated before connecting: a bad argument prints a clear message and exits 2
-without publishing anything. Broker trouble exits 1. `--dry-run` prints the record instead.
+without publishing anything. Broker trouble exits with the codes of `gpufailover.cli_errors`
+(3 unreachable, 4 topics missing, 5 not authorized), one line each. `--dry-run` prints the
+record instead.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from typing import Any
 import orjson
 
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
+from gpufailover.settings import BOOTSTRAP_HELP
 from producers.hostlist import HostlistError, expand_hostlist
 from schemas.errors import SchemaError
 from schemas.jobs import EVENT_TYPES, JobEvent
 
 EXIT_BAD_ARGS = 2
-EXIT_NOT_PUBLISHED = 1
 
 
 class UsageError(ValueError):
@@ -56,12 +58,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--priority", default=None, help="scheduling priority (integer)")
     parser.add_argument("--spec", default=None, help="job definition as a JSON object")
     parser.add_argument("--ts-ms", default=None, help="event time, epoch ms (default: now)")
-    parser.add_argument(
-        "--bootstrap",
-        default=None,
-        help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, default "
-        "127.0.0.1:9092)",
-    )
+    parser.add_argument("--bootstrap", default=None, help=BOOTSTRAP_HELP)
     parser.add_argument(
         "--topic-prefix", default=None, help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)"
     )
@@ -169,10 +166,12 @@ async def _publish(
     timeout_s: float,
     security: KafkaSecurity = PLAINTEXT,
 ) -> int:
-    from aiokafka.errors import KafkaError
-
+    """Publish, or raise what `gpufailover.cli.main` reports: the topic is checked first, so
+    a broker without topics fails at once rather than when the timeout runs out."""
+    from gpufailover.cli_errors import BrokerUnreachable, quiet_kafka_client_logs
     from producers.jobs import JobEventPublisher
 
+    quiet_kafka_client_logs()
     publisher = JobEventPublisher(
         bootstrap,
         topics=names,
@@ -181,9 +180,11 @@ async def _publish(
     )
     try:
         async with asyncio.timeout(timeout_s), publisher:
+            await publisher.require_topic()
             await publisher.publish(event)
-    except (KafkaError, OSError, TimeoutError) as exc:
-        _err(f"could not publish to {publisher.bootstrap}: {type(exc).__name__}: {exc}")
-        return EXIT_NOT_PUBLISHED
+    except TimeoutError:
+        raise BrokerUnreachable(
+            publisher.bootstrap, f"no acknowledgement within --timeout {timeout_s:g}s"
+        ) from None
     print(f"published {event.type} job={event.job_id} attempt={event.attempt}", file=sys.stderr)
     return 0

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
 from gpufailover.settings import (
+    BOOTSTRAP_HELP,
     DEFAULT_METRICS_HOST,
     default_bootstrap,
     env_float,
@@ -68,6 +69,9 @@ class ClassifierSettings:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         for flag, env, default, text in OPTIONS:
+            if flag == "--bootstrap":  # its default is a lookup, not one value
+                parser.add_argument(flag, default=None, help=BOOTSTRAP_HELP)
+                continue
             parser.add_argument(flag, default=None, help=f"{text} (env {env}, default {default!r})")
         add_security_arguments(parser)
 

@@ -68,8 +68,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, service: str) -> None:
     upper = service.upper().replace("-", "_")
     parser.add_argument(
         "--bootstrap",
-        help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, else the broker "
-        "from `gpufailover broker start`, else 127.0.0.1:9092)",
+        help=env.BOOTSTRAP_HELP,
     )
     parser.add_argument(
         "--prefix",

@@ -6,31 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from consumers.runtime.records import InRecord
-from gpufailover.kafka import make_admin, make_consumer, make_producer
+from gpufailover.kafka import make_consumer, make_producer, partitions_of
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 
 _POLL_MS = 200
 
-
-async def partitions_of(
-    bootstrap: str, topics: Sequence[str], *, security: KafkaSecurity = PLAINTEXT
-) -> dict[str, list[int]]:
-    """Each topic's partition ids (LookupError naming the topics that do not exist)."""
-    admin = make_admin(bootstrap, "gpufailover-metadata", security=security)
-    await admin.start()
-    try:
-        described: list[dict[str, Any]] = await admin.describe_topics(list(topics))
-    finally:
-        await admin.close()
-    found = {
-        t["topic"]: sorted(p["partition"] for p in t["partitions"])
-        for t in described
-        if t["error_code"] == 0 and t["partitions"]
-    }
-    missing = sorted(set(topics) - set(found))
-    if missing:
-        raise LookupError(f"topics missing (or not readable) on {bootstrap}: {', '.join(missing)}")
-    return found
+__all__ = ["partitions_of", "publish", "publish_atomically", "read_key", "read_to_end"]
 
 
 async def read_to_end(
@@ -46,8 +27,8 @@ async def read_to_end(
     if partitions is None:
         partitions = (await partitions_of(bootstrap, [topic], security=security))[topic]
     consumer = make_consumer(bootstrap, None, security=security, client_id="gpufailover-cli")
-    await consumer.start()
     try:
+        await consumer.start()
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
@@ -92,10 +73,12 @@ async def publish(
     security: KafkaSecurity = PLAINTEXT,
     headers: Sequence[tuple[str, bytes]] = (),
 ) -> tuple[int, int]:
-    """Publish one record and wait for acks=all; (partition, offset)."""
+    """Publish one record and wait for acks=all; (partition, offset). TopicsMissing at once
+    if the topic does not exist (a send would wait out its timeout instead)."""
+    await partitions_of(bootstrap, [topic], security=security)
     producer = make_producer(bootstrap, "gpufailover-cli", security=security)
-    await producer.start()
     try:
+        await producer.start()
         md = await producer.send_and_wait(
             topic, value, key=key.encode("utf-8"), headers=list(headers) or None
         )
@@ -112,12 +95,13 @@ async def publish_atomically(
     security: KafkaSecurity = PLAINTEXT,
 ) -> list[tuple[int, int]]:
     """Publish (topic, key, value) records in one Kafka transaction: all or none are read by
-    read_committed consumers. (partition, offset) of each."""
+    read_committed consumers. (partition, offset) of each. TopicsMissing first, as `publish`."""
+    await partitions_of(bootstrap, sorted({topic for topic, _, _ in records}), security=security)
     producer = make_producer(
         bootstrap, "gpufailover-cli", security=security, transactional_id=transactional_id
     )
-    await producer.start()
     try:
+        await producer.start()
         async with producer.transaction():
             futures = [
                 await producer.send(topic, value, key=key.encode("utf-8"))

@@ -46,8 +46,7 @@ class K8sEventsSettings:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap",
-        help="Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, default "
-        "127.0.0.1:9092)",
+        help=env.BOOTSTRAP_HELP,
     )
     parser.add_argument("--topic-prefix", help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)")
     parser.add_argument(

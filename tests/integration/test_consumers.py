@@ -450,7 +450,7 @@ async def test_job_status_follows_the_failover_flow_and_status_prints_it(
     assert await cli("status", "job-1", "--bootstrap", b, "--prefix", n.prefix) == 0
     out = capsys.readouterr().out
     assert out.startswith("job job-1: Running (attempt 1)") and "[hardware.failover]" in out
-    assert await cli("status", "nope", "--bootstrap", b, "--prefix", n.prefix) == 1
+    assert await cli("status", "nope", "--bootstrap", b, "--prefix", n.prefix) == 6
     assert "unknown job 'nope'" in capsys.readouterr().err
 
 

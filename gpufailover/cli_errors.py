@@ -1,0 +1,136 @@
+"""What a failed `gpufailover` command prints and exits with: one line and a distinct code.
+
+Commands raise (or let through) exceptions; `gpufailover.cli.main` turns the known kinds into
+one line saying what went wrong and what to do next. Anything else is a bug and keeps its
+traceback. Long-running services do not come here for broker trouble: they keep retrying.
+
+| exit | meaning              | raised as                                                  |
+|------|----------------------|------------------------------------------------------------|
+| 0    | done                 |                                                            |
+| 1    | failed otherwise     | CliError, any other Kafka error (aiokafka's KafkaError)     |
+| 2    | bad usage            | argparse, UsageError                                       |
+| 3    | broker unreachable   | BrokerUnreachable, KafkaConnectionError, timeouts          |
+| 4    | topics missing       | TopicsMissing, UnknownTopicOrPartitionError                |
+| 5    | not authorized       | NotAuthorized, aiokafka authorization/authentication errors |
+| 6    | not found            | NotFound (unknown job, ...)                                |
+| 69   | missing extra        | ModuleNotFoundError of a `[pipeline]` module (gpufailover/extras.py) |
+"""
+
+from __future__ import annotations
+
+import logging
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_BROKER_UNREACHABLE = 3
+EXIT_TOPICS_MISSING = 4
+EXIT_NOT_AUTHORIZED = 5
+EXIT_NOT_FOUND = 6
+
+HINT_BROKER = (
+    "start one with `gpufailover broker start`, or point --bootstrap / GPUFAILOVER_BOOTSTRAP "
+    "at a running broker"
+)
+HINT_TOPICS = "create them with `gpufailover topics create` (same --bootstrap and --prefix)"
+HINT_AUTH = (
+    "check the --security-protocol/--sasl-*/--ssl-* settings (or GPUFAILOVER_* env) and the "
+    "principal's ACLs (`gpufailover acls show`)"
+)
+
+
+_TOPICS_SHOWN = 3  # a missing topic set is named this far; the message stays one short line
+
+
+class CliError(Exception):
+    """A command failed in a way the user can act on; the message says how."""
+
+    exit_code = EXIT_FAILED
+
+
+class UsageError(CliError, ValueError):
+    exit_code = EXIT_USAGE
+
+
+class BrokerUnreachable(CliError):
+    exit_code = EXIT_BROKER_UNREACHABLE
+
+    def __init__(self, bootstrap: str, detail: str = "") -> None:
+        why = f" ({detail})" if detail else ""
+        super().__init__(f"cannot reach Kafka at {bootstrap}{why}; {HINT_BROKER}")
+
+
+class TopicsMissing(CliError, LookupError):
+    exit_code = EXIT_TOPICS_MISSING
+
+    def __init__(self, bootstrap: str, topics: list[str]) -> None:
+        self.topics = topics
+        shown = ", ".join(topics[:_TOPICS_SHOWN])
+        if len(topics) > _TOPICS_SHOWN:
+            shown += f" and {len(topics) - _TOPICS_SHOWN} more"
+        super().__init__(f"topics missing (or not readable) on {bootstrap}: {shown}; {HINT_TOPICS}")
+
+
+class NotAuthorized(CliError):
+    exit_code = EXIT_NOT_AUTHORIZED
+
+    def __init__(self, bootstrap: str, detail: str) -> None:
+        super().__init__(f"not authorized on {bootstrap}: {detail}; {HINT_AUTH}")
+
+
+class NotFound(CliError, LookupError):
+    exit_code = EXIT_NOT_FOUND
+
+
+def explain(exc: BaseException, bootstrap: str) -> tuple[int, str] | None:
+    """(exit code, one-line message) for a failure the user can act on; None for a bug.
+    `bootstrap` is the broker the command was pointed at, for the message."""
+    if isinstance(exc, CliError):
+        return exc.exit_code, _one_line(str(exc))
+    if isinstance(exc.__cause__, Exception):  # a wrapped authorization failure stays one
+        cause = _explain_kafka(exc.__cause__, bootstrap)
+        if cause is not None and cause[0] == EXIT_NOT_AUTHORIZED:
+            return cause
+    kafka = _explain_kafka(exc, bootstrap)
+    if kafka is not None:
+        return kafka
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return EXIT_BROKER_UNREACHABLE, str(BrokerUnreachable(bootstrap, type(exc).__name__))
+    return None
+
+
+def _explain_kafka(exc: BaseException, bootstrap: str) -> tuple[int, str] | None:
+    try:  # imported here: `gpufailover --help` and replay do not load aiokafka
+        from aiokafka import errors as ak
+    except ImportError:
+        return None
+    from deploy.kafka_admin import KafkaUnavailableError
+
+    detail = str(exc) or type(exc).__name__
+    unreachable = (ak.KafkaConnectionError, ak.KafkaTimeoutError, KafkaUnavailableError)
+    if isinstance(exc, unreachable):
+        return EXIT_BROKER_UNREACHABLE, str(BrokerUnreachable(bootstrap, type(exc).__name__))
+    denied = (
+        ak.TopicAuthorizationFailedError,
+        ak.GroupAuthorizationFailedError,
+        ak.ClusterAuthorizationFailedError,
+        ak.TransactionalIdAuthorizationFailed,
+        ak.AuthenticationFailedError,
+        ak.SaslAuthenticationFailed,
+    )
+    if isinstance(exc, denied):
+        return EXIT_NOT_AUTHORIZED, _one_line(str(NotAuthorized(bootstrap, detail)))
+    if isinstance(exc, ak.UnknownTopicOrPartitionError):
+        return EXIT_TOPICS_MISSING, _one_line(f"a topic is missing on {bootstrap}; {HINT_TOPICS}")
+    if isinstance(exc, ak.KafkaError):
+        return EXIT_FAILED, _one_line(f"{bootstrap} refused: {type(exc).__name__}: {detail}")
+    return None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def quiet_kafka_client_logs() -> None:
+    """A one-shot command reports its own failure in one line; aiokafka's connection errors
+    would repeat it as log noise."""
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
