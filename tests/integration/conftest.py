@@ -27,11 +27,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def event_time_bounds_off() -> Iterator[None]:
     """The fixtures are stamped at fixed dates (tests/fixtures, examples/): the clock-relative
     event-time bounds (schemas.event_time) would refuse them in every service these tests start.
-    A test of the bounds passes its own values in its services' env."""
+    A test of the bounds passes its own values in its services' env. Package scope: undone
+    before the unit tests run in the same session (they test the default bounds)."""
     saved = {name: os.environ.get(name) for name in BOUNDS_OFF_ENV}
     os.environ.update(BOUNDS_OFF_ENV)
     yield
