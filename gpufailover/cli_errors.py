@@ -13,7 +13,7 @@ traceback. Long-running services do not come here for broker trouble: they keep 
 | 4    | topics missing       | TopicsMissing, UnknownTopicOrPartitionError                |
 | 5    | not authorized       | NotAuthorized, aiokafka authorization/authentication errors |
 | 6    | not found            | NotFound (unknown job, ...)                                |
-| 69   | missing extra        | ModuleNotFoundError of a `[pipeline]` module (gpufailover/extras.py) |
+| 69   | missing extra        | a `[pipeline]` module missing (gpufailover/extras.py)     |
 """
 
 from __future__ import annotations

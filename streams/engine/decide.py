@@ -59,10 +59,6 @@ def reason_evidence(term: Termination, policy: Policy) -> Evidence | None:
     )
 
 
-def has_hardware(items: Iterable[Evidence]) -> bool:
-    return any(e.cls == "hardware" for e in items)
-
-
 def decided_ts_ms(term: Termination, items: Iterable[Evidence], policy: Policy) -> int:
     """Event time at which the evidence is conclusive: the termination or the first hardware
     signal after it when there is hardware, else the end of the grace."""

@@ -6,6 +6,8 @@ write and checks the breaker still protects the fleet and still lets real quaran
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from consumer_fakes import NAMES, acks, decision, rec, request, value
 from prometheus_client import CollectorRegistry
@@ -64,8 +66,9 @@ async def test_51_forged_requests_for_ghost_nodes_neither_trip_it_nor_block_real
 async def test_a_request_stamped_2100_is_refused_and_later_ones_still_count() -> None:
     p = make(BreakerConfig(max_share=0.2, min_nodes=2, fleet_size=10))
     p.begin()
-    with pytest.raises(SchemaError, match="ahead of the clock"):
+    with pytest.raises(SchemaError, match="ahead of the clock") as refused:
         p.handle(req(FLEET[9], YEAR_2100))
+    assert refused.value.field == "ts_ms"  # the dead letter names the field
     p.rollback()
     # Real quarantines arriving now still fill the window: the 3rd of 10 nodes trips it.
     outputs = await batch(p, *(req(node) for node in FLEET[:3]))
@@ -149,3 +152,15 @@ async def test_a_far_future_decision_is_refused_by_every_consumer_alike() -> Non
         with pytest.raises(SchemaError, match=r"decided_ts_ms: .* ahead of the clock"):
             p.handle(far)
         assert p.handle(ok) != []  # the same decision in bounds is acted on
+
+
+async def test_a_request_for_a_node_outside_the_inventory_is_refused_keyed_by_it_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    p = make(BreakerConfig(max_nodes=50, inventory=frozenset(FLEET)))
+    with caplog.at_level(logging.WARNING, logger="consumers.quarantine.logic"):
+        [alert] = await batch(p, req("ghost-1"))
+    assert alert.topic == NAMES.failover_alerts and alert.key == b"ghost-1"
+    assert value(alert)["ts_ms"] == NOW  # when it was refused (the service's clock)
+    assert value(alert)["request_ts_ms"] == NOW - 1_000
+    assert "request for ghost-1 refused: not in the fleet inventory" in caplog.messages
