@@ -176,8 +176,12 @@ async def test_a_worker_killed_between_halves_decides_like_replay_after_restart(
         worker.proc.wait()
         await produce(kafka_bootstrap, records[half:])  # published while it is down
         await _end_of_input(kafka_bootstrap, n, mix)
-        with _worker(kafka_bootstrap, n, tmp_path):
+        restarted = _Supervisor()  # restarts it again if it stalls in recovery (see _worker)
+        try:
+            restarted.start(_worker(kafka_bootstrap, n, tmp_path))
             await _check(kafka_bootstrap, n, mix)
+        finally:
+            await restarted.close()
     finally:
         worker.stop()
 
