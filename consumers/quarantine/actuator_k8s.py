@@ -33,12 +33,11 @@ ALREADY_EXISTS = 409
 
 
 def make_client(kubeconfig: Path | None) -> Any:
-    """A lightkube AsyncClient: the kubeconfig file if given, else KUBECONFIG/~/.kube/config,
-    else the pod's ServiceAccount (in-cluster)."""
-    from lightkube import AsyncClient, KubeConfig
+    """A lightkube AsyncClient (gpufailover/kubeclient.py: the file if given, else
+    GPUFAILOVER_KUBECONFIG, KUBECONFIG/~/.kube/config, else the pod's ServiceAccount)."""
+    from gpufailover.kubeclient import make_async_client
 
-    config = KubeConfig.from_file(kubeconfig) if kubeconfig is not None else None
-    return AsyncClient(config=config, field_manager=FIELD_MANAGER)
+    return make_async_client(None if kubeconfig is None else str(kubeconfig), FIELD_MANAGER)
 
 
 class KubernetesActuator:
