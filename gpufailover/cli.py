@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpufailover.demo_cli",  # demo
     "gpufailover.bench_cli",
     "gpufailover.chaos_cli",  # chaos
+    "gpufailover.goodput_cli",  # goodput
 )
 
 
