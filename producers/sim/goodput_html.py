@@ -19,6 +19,13 @@ STRATEGY_COLORS = {
     "no_failover": "#8e24aa",
 }
 
+SHORT = {
+    "gpufailover": ("gpufailover",),
+    "five_minute_service": ("decide within", "5 minutes"),
+    "naive_restart": ("naive restart", "in place"),
+    "no_failover": ("no failover", "(a person)"),
+}
+
 
 def _y_range(values: list[float]) -> tuple[float, float]:
     """Percent axis bounds around the values, in steps of 5 points."""
@@ -98,7 +105,8 @@ def strategy_bars(goodput: dict[str, float]) -> str:
             f'fill="{STRATEGY_COLORS[name]}"/>'
         )
         out.append(_text(x + slot * 0.3, y - 4, f"{v * 100:.1f}%", 12, "middle"))
-        out.append(_text(x + slot * 0.3, BASE + 15, LABELS[name], 10, "middle"))
+        for k, word in enumerate(SHORT[name]):
+            out.append(_text(x + slot * 0.3, BASE + 14 + 12 * k, word, 11, "middle"))
     return _svg("".join(out), W, H)
 
 

@@ -131,21 +131,21 @@ def text(r: Report) -> str:
             f"({d['hits'][name]} interruptions hit the job)"
         )
     lv = d["live"]
-    lines.append(
+    quarantines = ", ".join(f"{k} {n}" for k, n in sorted(lv["quarantines"].items()))
+    lines += [
         f"gpufailover's engine: {sum(lv['decisions'].values())} decisions, "
-        f"{lv['wrong_decisions']} wrong; quarantines {lv['quarantines']}; "
-        f"{lv['person_restarts']} restarts by a person ({lv['give_ups']} at the retry cap), "
-        f"{lv['waited_for_spares']} waits for a spare node"
-    )
-    lat = ", ".join(f"{_dur(ms)} {g * 100:.1f}%" for ms, g in d["latency_sensitivity"])
-    lines.append(f"sensitivity to decision latency: {lat}")
-    fq = ", ".join(
-        f"{rate * 100:g}% {fleet * 100:.1f}%"
-        for rate, _, fleet, _ in d["false_quarantine_sensitivity"]
-    )
-    lines.append(
-        f"sensitivity to false quarantines (per non-hardware failure; per GPU-hour paid): {fq}"
-    )
+        f"{lv['wrong_decisions']} wrong; quarantines: {quarantines or 'none'}",
+        f"  {lv['person_restarts']} restarts by a person ({lv['give_ups']} at the retry cap), "
+        f"{lv['waited_for_spares']} waits for a spare node",
+        "sensitivity to decision latency (gpufailover)",
+        "  " + ", ".join(f"{_dur(ms)} {g * 100:.1f}%" for ms, g in d["latency_sensitivity"]),
+        "sensitivity to extra false quarantines per non-hardware failure (per GPU-hour paid)",
+        "  "
+        + ", ".join(
+            f"{rate * 100:g}% {fleet * 100:.1f}%"
+            for rate, _, fleet, _ in d["false_quarantine_sensitivity"]
+        ),
+    ]
     return "\n".join(lines)
 
 

@@ -42,6 +42,7 @@ LLAMA3_RATE = 419 / (54 * 24 * 2048)  # job interruptions per node-hour
 JOB_SHARE = sum(s.weight for s in SCENARIOS if s.target == "job") / sum(s.weight for s in SCENARIOS)
 TICK_MS = 5_000  # the clock's step while a termination waits for its decision
 REFAIL_MS = 30_000  # a job restarted on a broken node dies again this soon
+FORCED = 1_000_000_000  # incident keys from here on: consequences of gpufailover's decisions
 CLOCK_NODE = "goodput-clock"  # its `ok` samples move the engine's event time
 WARMUP_MS = 5 * MINUTE_MS  # no incident before the job's first start-up is under way
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00Z: a fixed start keeps runs reproducible
@@ -187,7 +188,7 @@ class GoodputRun:
             decoy = self.free[0] if self.free else None
             pl = plan(d, rng, self.cfg.timing, job_nodes=tuple(job.nodes), node=node,
                       decoy_node=decoy)  # fmt: skip
-            if forced_node is None and pl.term_ms is not None:
+            if k < FORCED and pl.term_ms is not None:  # drawn, not a consequence
                 self.result.interruptions.append(
                     Interruption(pl.onset_ms, pl.term_ms, s.true_class)
                 )
@@ -344,7 +345,7 @@ class GoodputRun:
             self._at(again.at_ms, "incident", (self._forced_key(), again, None))
 
     def _forced_key(self) -> int:
-        return 1_000_000 + next(self._seq)  # its own stream, apart from the drawn incidents
+        return FORCED + next(self._seq)  # its own stream, apart from the drawn incidents
 
     def _repair(self, now: int, node: str) -> None:
         if self.quarantined.pop(node, None) is None:

@@ -13,7 +13,8 @@ from gpufailover.cli import main
 from producers.sim.goodput import HOUR_MS, Params
 from producers.sim.goodput_html import render
 from producers.sim.goodput_report import build, text
-from producers.sim.goodput_run import LLAMA3_RATE, GoodputRun, RunConfig
+from producers.sim.goodput_run import LLAMA3_RATE, GoodputRun, RunConfig, interruptions_of
+from producers.sim.scenarios import BY_NAME
 from streams.policy import load_policy
 
 # A small job at 40x the real rate: ~80 interruptions in a few seconds of CPU.
@@ -108,3 +109,16 @@ def test_bad_env_value_names_the_variable(
         main(["goodput"])
     assert exc.value.code == 2
     assert "GPUFAILOVER_GOODPUT_SPARES" in capsys.readouterr().err
+
+
+def test_consequences_of_the_engine_s_decisions_are_not_shown_to_the_baselines() -> None:
+    # Every software failure carries an unrelated hardware XID: the engine fails the job
+    # over and the bug comes back; the baselines see only the drawn interruptions.
+    cfg = replace(CFG, days=4, false_evidence=1.0)
+    run = GoodputRun(cfg, load_policy()).run()
+    assert run.secondary["bug_recurs"] > 0 and run.quarantines["false"] > 0
+    drawn = [d for _, d in interruptions_of(cfg) if BY_NAME[d.scenario].target == "job"]
+    assert len(run.interruptions) == len(drawn)
+    assert [i.true_class for i in run.interruptions] == [
+        BY_NAME[d.scenario].true_class for d in drawn
+    ]
