@@ -13,10 +13,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from producers.sim.goodput import MINUTE_MS, Params
-from producers.sim.goodput_run import LLAMA3_RATE, RunConfig
+from producers.sim.goodput import LLAMA3_RATE, MINUTE_MS, Params
+
+if TYPE_CHECKING:
+    from producers.sim.goodput_run import RunConfig
 
 ENV = "GPUFAILOVER_GOODPUT_"
 
@@ -94,6 +96,8 @@ def register(subparsers: Any) -> None:
 
 
 def config_from(args: argparse.Namespace) -> RunConfig:
+    from producers.sim.goodput_run import RunConfig  # the engine: only when the command runs
+
     params = Params(
         checkpoint_ms=int(args.checkpoint_min * MINUTE_MS),
         restart_ms=int(args.restart_min * MINUTE_MS),

@@ -26,7 +26,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from producers.sim.faults import Plan, Signal, Timing, plan
-from producers.sim.goodput import HOUR_MS, MINUTE_MS, Interruption, LiveStop, Params
+from producers.sim.goodput import (
+    HOUR_MS,
+    LLAMA3_RATE,
+    MINUTE_MS,
+    Interruption,
+    LiveStop,
+    Params,
+)
 from producers.sim.records import signal_out
 from producers.sim.scenarios import BY_NAME, SCENARIOS, Draw, Modifiers, draw_trace
 from schemas.codec import DECODERS
@@ -37,8 +44,6 @@ from streams.engine.local import LocalPipeline, Output
 from streams.engine.messages import QuarantineRequest
 from streams.policy import Policy
 
-# Llama 3 (failure-data.md): 419 unexpected interruptions in 54 days on 16,384 GPUs.
-LLAMA3_RATE = 419 / (54 * 24 * 2048)  # job interruptions per node-hour
 JOB_SHARE = sum(s.weight for s in SCENARIOS if s.target == "job") / sum(s.weight for s in SCENARIOS)
 TICK_MS = 5_000  # the clock's step while a termination waits for its decision
 REFAIL_MS = 30_000  # a job restarted on a broken node dies again this soon

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from gpufailover.cli import main
-from producers.sim.goodput import HOUR_MS, Params
+from producers.sim.goodput import HOUR_MS, LLAMA3_RATE, Params
 from producers.sim.goodput_html import render
 from producers.sim.goodput_report import build, text
-from producers.sim.goodput_run import LLAMA3_RATE, GoodputRun, RunConfig, interruptions_of
+from producers.sim.goodput_run import GoodputRun, RunConfig, interruptions_of
 from producers.sim.scenarios import BY_NAME
 from streams.policy import load_policy
 
