@@ -68,7 +68,7 @@ def line_chart(
     for x, label in x_ticks:
         px, _ = xy(x, low)
         out.append(_text(px, BASE + 15, label, 11, "middle"))
-    legend_y = TOP + 4
+    legend_y = BASE - 10 - 14 * len(series)  # bottom left: the curves fall to the right
     for name, level in flat.items():
         _, py = xy(0, level)
         color = STRATEGY_COLORS.get(name, "#555")

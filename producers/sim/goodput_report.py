@@ -138,15 +138,20 @@ def text(r: Report) -> str:
         f"  {lv['person_restarts']} restarts by a person ({lv['give_ups']} at the retry cap), "
         f"{lv['waited_for_spares']} waits for a spare node",
         "sensitivity to decision latency (gpufailover)",
-        "  " + ", ".join(f"{_dur(ms)} {g * 100:.1f}%" for ms, g in d["latency_sensitivity"]),
+        *_rows([f"{_dur(ms)} {g * 100:.1f}%" for ms, g in d["latency_sensitivity"]]),
         "sensitivity to extra false quarantines per non-hardware failure (per GPU-hour paid)",
-        "  "
-        + ", ".join(
-            f"{rate * 100:g}% {fleet * 100:.1f}%"
-            for rate, _, fleet, _ in d["false_quarantine_sensitivity"]
+        *_rows(
+            [
+                f"{rate * 100:g}% {fleet * 100:.1f}%"
+                for rate, _, fleet, _ in d["false_quarantine_sensitivity"]
+            ]
         ),
     ]
     return "\n".join(lines)
+
+
+def _rows(items: list[str], per_row: int = 5) -> list[str]:
+    return ["  " + ", ".join(items[k : k + per_row]) for k in range(0, len(items), per_row)]
 
 
 def _dur(ms: int) -> str:
