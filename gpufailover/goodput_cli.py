@@ -90,6 +90,11 @@ def register(subparsers: Any) -> None:
     _opt(p, "--false-evidence", "", lambda raw: None if raw == "" else _fraction(raw),
          "probability that a non-hardware failure shows an unrelated hardware XID "
          "(empty: the simulator's default, 0.15 of software failures)")  # fmt: skip
+    p.add_argument(
+        "--policy",
+        default=os.environ.get("GPUFAILOVER_POLICY"),
+        help="policy JSON file (env GPUFAILOVER_POLICY; default: the shipped policy)",
+    )
     p.add_argument("--html", default=os.environ.get(ENV + "HTML"), metavar="PATH",
                    help=f"also write the report with its charts here (env {ENV}HTML)")  # fmt: skip
     p.set_defaults(func=run)
@@ -121,8 +126,13 @@ def config_from(args: argparse.Namespace) -> RunConfig:
 def run(args: argparse.Namespace) -> int:
     from producers.sim.goodput_html import render
     from producers.sim.goodput_report import build, text
-    from streams.policy import load_policy
+    from streams.policy import PolicyError, load_policy
 
+    try:
+        policy = load_policy(args.policy)
+    except PolicyError as exc:
+        print(f"gpufailover goodput: bad policy: {exc}", file=sys.stderr)
+        return 2
     cfg = config_from(args)
     started = time.monotonic()
 
@@ -130,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"goodput: day {day}/{cfg.days:g} simulated, {time.monotonic() - started:.1f} s",
               file=sys.stderr, flush=True)  # fmt: skip
 
-    report = build(cfg, load_policy(os.environ.get("GPUFAILOVER_POLICY")), progress)
+    report = build(cfg, policy, progress)
     print(text(report))
     print(f"goodput: done in {time.monotonic() - started:.1f} s", file=sys.stderr)
     if args.html:

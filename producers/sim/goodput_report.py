@@ -93,6 +93,7 @@ def build(cfg: RunConfig, policy: Policy, progress: Callable[[int], None] | None
             "give_ups": live.give_ups,
             "secondary": dict(live.secondary),
             "waited_for_spares": live.waited_for_spares,
+            "undecided": live.undecided,
             "engine_decision_s": {
                 "n": len(decision_s),
                 "p50": decision_s[len(decision_s) // 2] if decision_s else None,
@@ -136,7 +137,9 @@ def text(r: Report) -> str:
         f"gpufailover's engine: {sum(lv['decisions'].values())} decisions, "
         f"{lv['wrong_decisions']} wrong; quarantines: {quarantines or 'none'}",
         f"  {lv['person_restarts']} restarts by a person ({lv['give_ups']} at the retry cap), "
-        f"{lv['waited_for_spares']} waits for a spare node",
+        f"{lv['waited_for_spares']} waits for a spare node, {lv['undecided']} undecided "
+        f"after 5 min, {lv['false_node_hours']:.0f} healthy node-hours lost to false "
+        "quarantines",
         "sensitivity to decision latency (gpufailover)",
         *_rows([f"{_dur(ms)} {g * 100:.1f}%" for ms, g in d["latency_sensitivity"]]),
         "sensitivity to extra false quarantines per non-hardware failure (per GPU-hour paid)",

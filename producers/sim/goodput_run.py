@@ -46,6 +46,7 @@ from streams.policy import Policy
 
 JOB_SHARE = sum(s.weight for s in SCENARIOS if s.target == "job") / sum(s.weight for s in SCENARIOS)
 TICK_MS = 5_000  # the clock's step while a termination waits for its decision
+DECISION_DEADLINE_MS = 5 * MINUTE_MS  # the job-status service's decision deadline (300 s)
 REFAIL_MS = 30_000  # a job restarted on a broken node dies again this soon
 FORCED = 1_000_000_000  # incident keys from here on: consequences of gpufailover's decisions
 CLOCK_NODE = "goodput-clock"  # its `ok` samples move the engine's event time
@@ -92,6 +93,7 @@ class RunResult:
     give_ups: int = 0
     secondary: Counter[str] = field(default_factory=Counter)  # refail_on_broken | bug_recurs
     waited_for_spares: int = 0
+    undecided: int = 0  # no decision by the deadline: a person restarted the job
     engine_decision_s: list[float] = field(default_factory=list)  # termination -> decision
 
     def non_hardware_failures(self) -> int:
@@ -251,8 +253,14 @@ class GoodputRun:
         if (self.job.job_id, self.job.attempt) != key or self.job.state != "deciding":
             return
         self._outputs(now, self.engine.feed(GpuHealth(CLOCK_NODE, now, "ok", severity="info")))
-        if self.job.state == "deciding" and now < self.job.term_ms + HOUR_MS:
+        if self.job.state != "deciding":
+            return
+        if now < self.job.term_ms + DECISION_DEADLINE_MS:
             self._at(now + TICK_MS, "tick", key)
+        else:  # the job-status service's overdue alert: a person takes over
+            self.result.undecided += 1
+            self.job.state = "down"
+            self._at(self.job.term_ms + self.p.person_ms, "person", self.job.job_id)
 
     # -- the engine's output ---------------------------------------------------------------
     def _outputs(self, now: int, outputs: list[Output]) -> None:

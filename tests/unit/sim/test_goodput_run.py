@@ -42,7 +42,7 @@ def test_the_engine_decides_every_interruption_it_sees(report_data: dict[str, ob
     assert isinstance(live, dict)
     decided = sum(live["decisions"].values())
     assert decided >= report_data["hits"]["gpufailover"]  # type: ignore[index]
-    assert live["quarantines"]["justified"] > 0
+    assert live["undecided"] == 0 and live["quarantines"]["justified"] > 0
     assert live["engine_decision_s"]["max"] <= 121 + 5  # the grace, at the clock's step
 
 
@@ -122,3 +122,13 @@ def test_consequences_of_the_engine_s_decisions_are_not_shown_to_the_baselines()
     assert [i.true_class for i in run.interruptions] == [
         BY_NAME[d.scenario].true_class for d in drawn
     ]
+
+
+def test_a_bad_policy_file_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "policy.json"
+    bad.write_text("{not json", encoding="utf-8")
+    assert main(["goodput", "--days", "1", "--policy", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpufailover goodput: bad policy:")
