@@ -96,28 +96,25 @@ class RunResult:
     undecided: int = 0  # no decision by the deadline: a person restarted the job
     engine_decision_s: list[float] = field(default_factory=list)  # termination -> decision
 
-    def non_hardware_failures(self) -> int:
-        return sum(n for k, n in self.decisions.items() if not k.startswith("hardware->"))
-
 
 @dataclass
 class _Job:
     job_id: str
     nodes: list[str]
     attempt: int = 0
-    state: str = "running"  # running | doomed | deciding | down
+    state: str = "running"  # running | doomed (hit, not dead yet) | deciding | decided | down
     term_ms: int = 0
     bug: str | None = None  # a software fault that comes back on every attempt
     truth: str = ""  # the true class of the failure being decided
     exclude: set[str] = field(default_factory=set)  # nodes the next attempt must not use
 
 
-def interruptions_of(cfg: RunConfig) -> list[tuple[int, Draw]]:
+def drawn_incidents(cfg: RunConfig) -> list[tuple[int, Draw]]:
     """The drawn incidents, each with its index (its own random stream)."""
     rng = random.Random(cfg.seed)  # noqa: S311 - a simulation's dice
     start = START_MS + WARMUP_MS
     rate = cfg.rate_per_node_hour * cfg.nodes / JOB_SHARE if JOB_SHARE else 0.0
-    trace = draw_trace(rng, start, start + cfg.horizon_ms, rate, cfg.mods)
+    trace = draw_trace(rng, start, START_MS + cfg.horizon_ms, rate, cfg.mods)
     if cfg.false_evidence is None:
         return list(enumerate(trace))
     fe = random.Random(f"{cfg.seed}/false-evidence")  # noqa: S311
@@ -158,7 +155,7 @@ class GoodputRun:
 
     def run(self) -> RunResult:
         self._feed_job(JobEvent(self.job.job_id, 0, "started", START_MS, nodes=self._nodes()))
-        for k, d in interruptions_of(self.cfg):
+        for k, d in drawn_incidents(self.cfg):
             self._at(d.at_ms, "incident", (k, d, None))
         handlers: dict[str, Callable[[int, Any], None]] = {
             "incident": self._incident,

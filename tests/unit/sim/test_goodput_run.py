@@ -13,7 +13,7 @@ from gpufailover.cli import main
 from producers.sim.goodput import HOUR_MS, LLAMA3_RATE, Params
 from producers.sim.goodput_html import render
 from producers.sim.goodput_report import build, text
-from producers.sim.goodput_run import GoodputRun, RunConfig, interruptions_of
+from producers.sim.goodput_run import GoodputRun, RunConfig, drawn_incidents
 from producers.sim.scenarios import BY_NAME
 from streams.policy import load_policy
 
@@ -117,7 +117,7 @@ def test_consequences_of_the_engine_s_decisions_are_not_shown_to_the_baselines()
     cfg = replace(CFG, days=4, false_evidence=1.0)
     run = GoodputRun(cfg, load_policy()).run()
     assert run.secondary["bug_recurs"] > 0 and run.quarantines["false"] > 0
-    drawn = [d for _, d in interruptions_of(cfg) if BY_NAME[d.scenario].target == "job"]
+    drawn = [d for _, d in drawn_incidents(cfg) if BY_NAME[d.scenario].target == "job"]
     assert len(run.interruptions) == len(drawn)
     assert [i.true_class for i in run.interruptions] == [
         BY_NAME[d.scenario].true_class for d in drawn
