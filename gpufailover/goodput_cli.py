@@ -53,7 +53,7 @@ def _opt(p: argparse.ArgumentParser, flag: str, default: str, parse: Any, text: 
             raise argparse.ArgumentTypeError(f"{exc} (set by {flag} or {env})") from None
 
     p.add_argument(flag, default=os.environ.get(env, default), type=parse_named,
-                   help=f"{text} (env {env}, default {default})")  # fmt: skip
+                   help=f"{text} (env {env}, default {default or 'unset'})")  # fmt: skip
 
 
 def register(subparsers: Any) -> None:
@@ -71,8 +71,8 @@ def register(subparsers: Any) -> None:
     _opt(p, "--days", "30", _number(float, 0.01, "number"), "simulated days")
     _opt(p, "--seed", "1", count, "random seed")
     _opt(p, "--rate", f"{LLAMA3_RATE:.4g}", positive,
-         "job interruptions per node-hour (default: Llama 3's, 419 in 54 days on 2,048 "
-         "nodes)")  # fmt: skip
+         "job interruptions per node-hour; the default is Llama 3's: 419 in 54 days on "
+         "2,048 nodes")  # fmt: skip
     _opt(
         p,
         "--checkpoint-min",
@@ -89,7 +89,7 @@ def register(subparsers: Any) -> None:
     _opt(p, "--repair-h", "24", positive, "hours until a quarantined node is back")
     _opt(p, "--false-evidence", "", lambda raw: None if raw == "" else _fraction(raw),
          "probability that a non-hardware failure shows an unrelated hardware XID "
-         "(empty: the simulator's default, 0.15 of software failures)")  # fmt: skip
+         "(unset: the simulator's default, 0.15 of software failures only)")  # fmt: skip
     p.add_argument(
         "--policy",
         default=os.environ.get("GPUFAILOVER_POLICY"),
