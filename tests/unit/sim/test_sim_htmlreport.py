@@ -111,3 +111,20 @@ def test_samples_outside_the_run_are_not_drawn() -> None:
     svg = fleet_chart(timeline, start, 1, start + HOUR_MS + 600_000)
     assert svg_elements(svg, "rect", "broken-mark") == []
     assert [t.text for t in svg_elements(svg, "text", "x-tick")][-1] == "70 min"
+
+
+def test_the_axis_spans_the_run_even_where_samples_stop_short() -> None:
+    start = 1_000_000
+    timeline = [(start + k * 600_000, 1, 0, 0, 0) for k in range(13)]  # 0 .. 2 h
+    svg = fleet_chart(timeline, start, 1, start + 2 * HOUR_MS + HOUR_MS // 2)  # stopped at 2.5 h
+    assert [t.text for t in svg_elements(svg, "text", "x-tick")] == [
+        "0 h", "0.5 h", "1 h", "1.5 h", "2 h", "2.5 h"
+    ]  # fmt: skip
+    [plot] = svg_elements(svg, "rect", "plot-area")
+    left, width = float(plot.get("x", "")), float(plot.get("width", ""))
+    drawn = [
+        float(point.split(",")[0])
+        for polygon in ET.fromstring(svg).iter(f"{SVG}polygon")
+        for point in polygon.get("points", "").split()
+    ]
+    assert max(drawn) == pytest.approx(left + width * 2 / 2.5, abs=0.1)  # data ends at 2 h
