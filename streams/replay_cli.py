@@ -47,8 +47,8 @@ def register(subparsers: Any) -> None:
         default=None,
         help="replay under --policy and under NEW_POLICY and print how the decisions change "
         "(counts by verdict and action, each changed job with the evidence that flipped it) "
-        f"instead of the records; exit {EXIT_DECISIONS_CHANGED} when any decision changes, 0 "
-        "when none does",
+        f"instead of the records; exit {EXIT_DECISIONS_CHANGED} when a decision or the set of "
+        "quarantined nodes changes, 0 when nothing does",
     )
     p.add_argument("--json", action="store_true", help="with --compare: print it as JSON")
     p.set_defaults(func=run)

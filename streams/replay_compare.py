@@ -3,7 +3,8 @@
 The dump is replayed under both policies; a decision *changed* when its outcome did (verdict,
 action, status, rule, suspects, next attempt) or it exists under one policy only. For each
 change, the evidence that flipped it: items whose class differs, or that one policy counts and
-the other does not; with none, the policy's other settings (window, budget) did it.
+the other does not; with none, the policy's other settings (window, budget) did it. The nodes
+quarantined under each policy are compared too.
 """
 
 from __future__ import annotations
@@ -58,8 +59,14 @@ class Comparison:
     changes: tuple[Change, ...]
 
     @property
+    def quarantines_changed(self) -> bool:
+        return set(self.before.quarantined) != set(self.after.quarantined)
+
+    @property
     def changed(self) -> bool:
-        return bool(self.changes)
+        """A decision changed, or the set of nodes quarantined did (a policy that quarantines
+        other nodes changes the fleet even where no job's verdict moves)."""
+        return bool(self.changes) or self.quarantines_changed
 
     def to_dict(self) -> dict[str, Any]:
         return {
