@@ -98,6 +98,9 @@ class Attempt:
     window: tuple[int, int] | None  # [T - lookback, T + grace] when it terminated
     counted: tuple[Signal, ...]
     not_counted: tuple[Signal, ...]
+    # Evidence the decision counted in a class the policy given to explain does not give it:
+    # the classifier ran another policy, so the reasons above may not be its own.
+    policy_mismatches: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = self.decision
@@ -122,6 +125,7 @@ class Attempt:
             "window": None if self.window is None else list(self.window),
             "counted": [s.to_dict() for s in self.counted],
             "not_counted": [s.to_dict() for s in self.not_counted],
+            "policy_mismatches": list(self.policy_mismatches),
         }
 
 
@@ -358,7 +362,22 @@ def _explain_attempt(
         window=window,
         counted=tuple(counted),
         not_counted=tuple(_group(not_counted)),
+        policy_mismatches=tuple(
+            f"{c.kind} {c.code} was counted as {c.cls}; {p.source} classes it "
+            f"{class_under(c.kind, c.code, p)}"
+            for c in counted
+            if class_under(c.kind, c.code, p) != c.cls
+        ),
     )
+
+
+def class_under(kind: str, code: int | str, policy: Policy) -> str:
+    """The class `policy` gives a signal; "unknown" for an XID code it has no row for."""
+    if kind == "xid" and isinstance(code, int):
+        return policy.classify_xid(code) if policy.is_known_xid(code) else "unknown"
+    if kind == "health":
+        return policy.classify_condition(str(code))
+    return policy.classify_reason(str(code))
 
 
 def _as_kwargs(s: Signal) -> dict[str, Any]:

@@ -66,6 +66,12 @@ def _attempt(a: Attempt) -> list[str]:
     if a.not_counted:
         lines.append(f"  seen but not counted ({len(a.not_counted)}):")
         lines.extend(f"    {_signal(s)}: {s.why}" for s in a.not_counted)
+    if a.policy_mismatches:
+        lines.append(
+            "  the classifier ran another policy (pass its --policy); the reasons above are "
+            "this policy's:"
+        )
+        lines.extend(f"    {m}" for m in a.policy_mismatches)
     return lines
 
 

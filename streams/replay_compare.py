@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from schemas.decisions import Decision, Evidence
+from streams.explain import class_under
 from streams.explain_render import iso
 from streams.policy import Policy
 from streams.replay import QUARANTINE_TOPIC, Replayer
@@ -176,14 +177,6 @@ def _describe(e: Evidence) -> str:
     return f"{e.kind} {e.code} on {where}{gpu} at {iso(e.ts_ms)}"
 
 
-def _class_under(e: Evidence, policy: Policy) -> str:
-    if e.kind == "xid" and isinstance(e.code, int):
-        return policy.classify_xid(e.code) if policy.is_known_xid(e.code) else "unknown"
-    if e.kind == "health":
-        return policy.classify_condition(str(e.code))
-    return policy.classify_reason(str(e.code))
-
-
 def _flipped(
     b: Decision | None, a: Decision | None, before: Policy, after: Policy
 ) -> tuple[str, ...]:
@@ -196,9 +189,12 @@ def _flipped(
             if o.cls != n.cls:
                 out.append(f"{_describe(o)}: {o.cls} -> {n.cls}")
         elif o is not None:
-            out.append(f"{_describe(o)}: no longer counted (now {_class_under(o, after)})")
+            out.append(
+                f"{_describe(o)}: no longer counted (now {class_under(o.kind, o.code, after)})"
+            )
         elif n is not None:
-            out.append(f"{_describe(n)}: now counted as {n.cls} (was {_class_under(n, before)})")
+            was = class_under(n.kind, n.code, before)
+            out.append(f"{_describe(n)}: now counted as {n.cls} (was {was})")
     if not out:
         settings = [
             f"{name} {getattr(before, name)} -> {getattr(after, name)}"

@@ -3,6 +3,7 @@ decided it (the decisions come from replaying the same records), and the records
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -10,11 +11,14 @@ import orjson
 from streams.explain import Explanation, SourceRecord, explain
 from streams.explain_dump import records_from_dump
 from streams.explain_render import to_text
-from streams.policy import load_policy
+from streams.policy import load_policy, policy_from_dict
 
 T = 1_773_580_000_000  # the termination of the job under test (2026-03-15)
 NOW_MS = 1_800_000_000_000
 POLICY = load_policy()
+SHIPPED = orjson.loads(
+    (Path(__file__).resolve().parents[3] / "streams/data/policy.json").read_bytes()
+)
 
 
 def line(topic: str, key: str, value: dict[str, Any]) -> bytes:
@@ -191,3 +195,23 @@ def test_other_records_states_printed_as_they_are_and_unreadable_ones_reported()
     assert ("alert", "alert hang (silent_s 700)") in texts
     assert x.unreadable and x.unreadable[0].startswith("failover.decisions[1]@3: ")
     assert "unreadable records skipped (1)" in to_text(x)
+
+
+def test_a_decision_made_under_another_policy_is_flagged() -> None:
+    lines = [
+        job("started", T - 100_000, ["n1"]),
+        xid("n1", 31, T - 1_000),
+        job("terminated", T, ["n1"]),
+        end(T + 900_000),
+    ]
+    records = records_from_dump(lines, POLICY, NOW_MS)
+    data = orjson.loads(orjson.dumps(SHIPPED))
+    data["xid"]["31"] = "hardware"
+    other = policy_from_dict(data, "other.json")
+    x = explain("j", records, other)
+    assert x is not None
+    assert x.attempts[0].policy_mismatches == (
+        "xid 31 was counted as software; other.json classes it hardware",
+    )
+    assert "the classifier ran another policy" in to_text(x)
+    assert run(lines).attempts[0].policy_mismatches == ()
