@@ -63,6 +63,13 @@ def register(subparsers: Any) -> None:
         help="seconds read beyond the job's window on its nodes' signal topics, for producer "
         "clocks and agent buffering (env GPUFAILOVER_EXPLAIN_MARGIN_S, default 600)",
     )
+    p.add_argument(
+        "--since",
+        default=env.env_str("GPUFAILOVER_EXPLAIN_SINCE", "") or None,
+        help="read the job's topics from the first record stamped at or after this (a "
+        "duration before now such as 7d, epoch ms or ISO 8601 with a zone; env "
+        "GPUFAILOVER_EXPLAIN_SINCE; default: all that Kafka kept)",
+    )
     add_target_arguments(p)
     p.set_defaults(func=cmd_explain)
 
@@ -78,6 +85,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
         policy = load_policy(args.policy)
     except PolicyError as exc:
         raise UsageError(f"bad policy: {exc}") from None
+    since = None
+    if args.since is not None:
+        from streams.clock import now_ms
+        from streams.export import parse_time
+
+        try:
+            since = parse_time(args.since, now_ms(), "--since")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if args.file is not None:
         records = _from_file(args.file, policy)
         where = args.file
@@ -92,6 +108,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 policy,
                 args.margin * 1000,
                 target_security(args),
+                since,
             )
         )
         where = f"{names.jobs_events} at {bootstrap}"
@@ -126,6 +143,7 @@ async def fetch(
     policy: Policy,
     margin_ms: int,
     security: KafkaSecurity,
+    since_ms: int | None = None,
 ) -> list[SourceRecord]:
     """The records `explain` needs, in two bounded reads: the job's partition of its topics,
     then its nodes' partitions around the job's records. Empty when the job has none."""
@@ -149,7 +167,7 @@ async def fetch(
         names.name(t): [partition(t, job_id)] for t in JOB_TOPICS
     }
     progress = Progress("gpufailover explain: job records")
-    raw = await scan(bootstrap, wanted, security=security, progress=progress)
+    raw = await scan(bootstrap, wanted, since_ms=since_ms, security=security, progress=progress)
     own_raw = [r for r in raw if r.key == job_id.encode("utf-8")]
     own = [_source(r, logical) for r in own_raw]
     # The Kafka timestamps of the job's records (of the attempt asked for) bound the next read.

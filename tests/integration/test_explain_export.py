@@ -116,6 +116,13 @@ async def test_export_replays_to_the_pipelines_decisions_and_explain_reads_the_t
     requested = [e for e in from_topics["timeline"] if e["what"] == "quarantine-request"]
     assert [e["node"] for e in requested] == ["gpu-node-051"]
 
+    # --since bounds the read of the job's topics; the whole test ran within the hour.
+    code, out, err = await cli(
+        "explain", "llm-pretrain-13b-0315", "--json", "--since", "1h", *target
+    )
+    assert code == 0, err
+    assert orjson.loads(out) == from_topics
+
     code, _, err = await cli("explain", "no-such-job", *target)
     assert code == 6
     assert err.strip().splitlines()[-1].startswith("gpufailover explain: unknown job 'no-such-job'")

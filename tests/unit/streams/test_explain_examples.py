@@ -114,3 +114,25 @@ def test_cli_unknown_job_is_one_line_and_exit_6() -> None:
     assert proc.returncode == 6
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("gpufailover explain: unknown job 'no-such-job'")
+
+
+def test_cli_bad_since_is_usage() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpufailover",
+            "explain",
+            "j",
+            "--file",
+            str(DUMPS[0]),
+            "--since",
+            "yesterday",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("gpufailover explain: --since 'yesterday': expected a duration")
