@@ -25,7 +25,8 @@ PROGRESS_EVERY_S = 1.0
 
 class Progress:
     """`label: done/total records (pct)` on stderr at most every PROGRESS_EVERY_S, and once at
-    the end, so a long scan shows it is moving."""
+    the end if it said anything before: a long scan shows it is moving, a quick one stays
+    quiet (so a command that then fails still prints one line)."""
 
     def __init__(
         self,
@@ -37,12 +38,13 @@ class Progress:
         self.out = sys.stderr if out is None else out
         self.clock = clock
         self.last = clock()
+        self.spoke = False
 
     def update(self, done: int, total: int, final: bool = False) -> None:
         now = self.clock()
-        if not final and now - self.last < PROGRESS_EVERY_S:
+        if (final and not self.spoke) or (not final and now - self.last < PROGRESS_EVERY_S):
             return
-        self.last = now
+        self.last, self.spoke = now, True
         pct = f" ({100 * done // total}%)" if total else ""
         end = ", done" if final else ""
         print(f"{self.label}: {done:,}/{total:,} records{pct}{end}", file=self.out, flush=True)

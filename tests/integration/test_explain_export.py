@@ -92,7 +92,9 @@ async def test_export_replays_to_the_pipelines_decisions_and_explain_reads_the_t
     target = ("--bootstrap", kafka_bootstrap, "--prefix", topic_prefix)
     code, out, err = await cli("export", "--since", str(started_ms - 60_000), *target)
     assert code == 0, err
-    assert "gpufailover export: " in err and ", done" in err  # progress, then the summary
+    assert err.splitlines()[-1].startswith(
+        f"gpufailover export: {len(records) + topic_partitions} records"
+    )
     exported = [ln.encode() for ln in out.splitlines()]
     assert len(exported) == len(records) + topic_partitions
     replayed = [orjson.loads(x) for x in Replayer(policy).run(exported)]
@@ -104,7 +106,6 @@ async def test_export_replays_to_the_pipelines_decisions_and_explain_reads_the_t
     # explain off the topics says what explain over the exported range, replayed, says.
     code, out, err = await cli("explain", "llm-pretrain-13b-0315", "--json", *target)
     assert code == 0, err
-    assert "gpufailover explain: job records: " in err
     from_topics = orjson.loads(out)
     offline = explain("llm-pretrain-13b-0315", records_from_dump(exported, policy), policy)
     assert offline is not None
@@ -125,7 +126,8 @@ async def test_export_replays_to_the_pipelines_decisions_and_explain_reads_the_t
 
     code, _, err = await cli("explain", "no-such-job", *target)
     assert code == 6
-    assert err.strip().splitlines()[-1].startswith("gpufailover explain: unknown job 'no-such-job'")
+    (line,) = err.strip().splitlines()  # a quick scan prints no progress: one line
+    assert line.startswith("gpufailover explain: unknown job 'no-such-job'")
 
 
 async def test_export_takes_the_range_by_kafka_timestamp(

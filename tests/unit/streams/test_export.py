@@ -114,6 +114,14 @@ def test_tombstones_are_skipped_and_values_not_json_reach_replay_as_dead_letters
     assert out["value"]["error"].startswith("value")
 
 
+def test_a_quick_scan_says_nothing() -> None:
+    out = io.StringIO()
+    progress = Progress("export", out, clock=lambda: 0.5)
+    progress.update(3, 3)
+    progress.update(3, 3, final=True)
+    assert out.getvalue() == ""
+
+
 def test_progress_is_throttled_and_ends_with_a_final_line() -> None:
     now = [0.0]
     out = io.StringIO()
