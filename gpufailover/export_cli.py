@@ -42,8 +42,8 @@ def register(subparsers: Any) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from streams.clock import now_ms
-    from streams.export import EXPORTED_TOPICS, export_lines, parse_time
-    from streams.export_scan import Progress, scan
+    from streams.export import EXPORTED_TOPICS, LineSorter, parse_time
+    from streams.export_scan import Progress, scan_into
 
     now = now_ms()
     try:
@@ -55,8 +55,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"--until ({until}) must be after --since ({since})")
     bootstrap, names = target(args)
     real = {names.name(t): t for t in EXPORTED_TOPICS}
-    records = asyncio.run(
-        scan(
+    sorter = LineSorter(real)
+    asyncio.run(
+        scan_into(
+            sorter.add,
             bootstrap,
             dict.fromkeys(real),
             since_ms=since,
@@ -65,7 +67,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             progress=Progress("gpufailover export"),
         )
     )
-    lines, stats = export_lines(records, real)
+    lines, stats = sorter.lines()
     out = sys.stdout.buffer
     for line in lines:
         out.write(line)

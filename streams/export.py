@@ -54,30 +54,57 @@ class ExportStats:
     not_json: int
 
 
+class LineSorter:
+    """Collects replay lines as records arrive (`add`, one batch at a time, each parsed once
+    and kept only as its line) and hands them back in event-time order (`lines`)."""
+
+    def __init__(self, logical: dict[str, str]) -> None:
+        self.logical = logical  # real topic -> logical name
+        self._order = {t: i for i, t in enumerate(EXPORTED_TOPICS)}
+        self._keyed: list[tuple[int, int, int, int, int, bytes]] = []
+        self.tombstones = 0
+        self.not_json = 0
+
+    def add(self, records: Iterable[InRecord]) -> None:
+        for rec in records:
+            if rec.value is None:
+                self.tombstones += 1
+                continue
+            topic = self.logical[rec.topic]
+            value: Any
+            body = rec.value  # the value as sent, when it is JSON on one line
+            try:
+                value = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                value = body.decode("utf-8", "replace")
+                self.not_json += 1
+                body = orjson.dumps(value)
+            if b"\n" in body or b"\r" in body:
+                body = orjson.dumps(value)
+            ts = value.get("ts_ms") if isinstance(value, dict) else None
+            event_ms = ts if isinstance(ts, int) and not isinstance(ts, bool) else rec.timestamp_ms
+            # Joined, not one orjson.dumps: its result keeps a 4 KiB buffer (orjson 3.x), which
+            # for every line of a large export is most of the memory.
+            key = orjson.dumps(rec.key_str())
+            line = b"".join(
+                (b'{"topic":', orjson.dumps(topic), b',"key":', key, b',"value":', body, b"}")
+            )
+            rank = self._order.get(topic, len(self._order))
+            self._keyed.append((event_ms, rec.timestamp_ms, rank, rec.partition, rec.offset, line))
+
+    def lines(self) -> tuple[list[bytes], ExportStats]:
+        """The lines so far, sorted (the offsets make every key distinct: lines never
+        compare)."""
+        self._keyed.sort()
+        lines = [k[5] for k in self._keyed]
+        return lines, ExportStats(len(lines), self.tombstones, self.not_json)
+
+
 def export_lines(
     records: Iterable[InRecord], logical: dict[str, str]
 ) -> tuple[list[bytes], ExportStats]:
     """Replay's lines for `records` (real topic -> logical name in `logical`), in event-time
     order, and what was skipped or kept as unreadable."""
-    keyed: list[tuple[tuple[int, int, int, int, int], bytes]] = []
-    order = {t: i for i, t in enumerate(EXPORTED_TOPICS)}
-    tombstones = not_json = 0
-    for rec in records:
-        if rec.value is None:
-            tombstones += 1
-            continue
-        topic = logical[rec.topic]
-        value: Any
-        try:
-            value = orjson.loads(rec.value)
-        except orjson.JSONDecodeError:
-            value = rec.value.decode("utf-8", "replace")
-            not_json += 1
-        ts = value.get("ts_ms") if isinstance(value, dict) else None
-        event_ms = ts if isinstance(ts, int) and not isinstance(ts, bool) else rec.timestamp_ms
-        line = orjson.dumps({"topic": topic, "key": rec.key_str(), "value": value})
-        sort_key = (event_ms, rec.timestamp_ms, order.get(topic, 99), rec.partition, rec.offset)
-        keyed.append((sort_key, line))
-    keyed.sort(key=lambda k: k[0])
-    lines = [line for _, line in keyed]
-    return lines, ExportStats(len(lines), tombstones, not_json)
+    sorter = LineSorter(logical)
+    sorter.add(records)
+    return sorter.lines()

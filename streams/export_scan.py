@@ -70,7 +70,33 @@ async def scan(
     progress: Progress | None = None,
 ) -> list[InRecord]:
     """Every committed record of the wanted partitions in the range (None: every partition of
-    the topic), in partition order. TopicsMissing/NotAuthorized first if a topic is unusable."""
+    the topic), each partition in offset order. TopicsMissing/NotAuthorized first if a topic is
+    unusable."""
+    out: list[InRecord] = []
+    await scan_into(
+        out.extend,
+        bootstrap,
+        wanted,
+        since_ms=since_ms,
+        until_ms=until_ms,
+        security=security,
+        progress=progress,
+    )
+    return out
+
+
+async def scan_into(
+    sink: Callable[[list[InRecord]], object],
+    bootstrap: str,
+    wanted: Mapping[str, Sequence[int] | None],
+    *,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    security: KafkaSecurity = PLAINTEXT,
+    progress: Progress | None = None,
+) -> int:
+    """`scan`, handing each fetched batch to `sink` as it comes (a large range is not held
+    twice); the number of records read."""
     from aiokafka import TopicPartition
 
     found = await partitions_of(bootstrap, list(wanted), security=security)
@@ -80,14 +106,14 @@ async def scan(
         for p in sorted(set(found[topic] if parts is None else parts) & set(found[topic]))
     ]
     if not tps:
-        return []
+        return 0
     consumer = make_consumer(bootstrap, None, security=security, client_id="gpufailover-cli")
     try:
         await consumer.start()
         consumer.assign(tps)
         spans = await _spans(consumer, tps, since_ms, until_ms)
         total = sum(s.end - s.start for s in spans.values())
-        out: list[InRecord] = []
+        done = 0
         active = [tp for tp in tps if spans[tp].end > spans[tp].start]
         for tp in tps:
             if tp in active:
@@ -97,13 +123,15 @@ async def scan(
             batch = await consumer.getmany(*active, timeout_ms=_POLL_MS)
             for tp, records in batch.items():
                 end = spans[tp].end
-                out.extend(InRecord.from_consumer(r) for r in records if r.offset < end)
+                got = [InRecord.from_consumer(r) for r in records if r.offset < end]
+                done += len(got)
+                sink(got)
             active = [tp for tp in active if await consumer.position(tp) < spans[tp].end]
             if progress is not None:
-                progress.update(len(out), total)
+                progress.update(done, total)
         if progress is not None:
-            progress.update(len(out), total, final=True)
-        return out
+            progress.update(done, total, final=True)
+        return done
     finally:
         await consumer.stop()
 

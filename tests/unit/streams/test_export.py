@@ -135,3 +135,14 @@ def test_progress_is_throttled_and_ends_with_a_final_line() -> None:
         "export: 50/100 records (50%)",
         "export: 100/100 records (100%), done",
     ]
+
+
+def test_a_value_spread_over_lines_becomes_one_line() -> None:
+    recs = [InRecord("p.jobs.events", 0, 0, b"j", b'{\n  "ts_ms": 5,\r\n  "job_id": "j"\n}', 1)]
+    (line,), _ = export_lines(recs, LOGICAL)
+    assert b"\n" not in line and b"\r" not in line
+    assert orjson.loads(line) == {
+        "topic": "jobs.events",
+        "key": "j",
+        "value": {"ts_ms": 5, "job_id": "j"},
+    }
