@@ -74,6 +74,9 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json and args.compare is None:
+        print("gpufailover replay: --json goes with --compare NEW_POLICY", file=sys.stderr)
+        return 2
     try:
         policy = load_policy(args.policy)
     except PolicyError as exc:

@@ -142,3 +142,17 @@ def test_cli_bad_compare_policy_is_usage(tmp_path: Path) -> None:
     bad = run_cli(tmp_path, {"xid": {}})
     assert bad.returncode == 2
     assert bad.stderr.startswith("gpufailover replay: bad --compare policy: ")
+
+
+def test_cli_json_without_compare_is_usage(tmp_path: Path) -> None:
+    history = tmp_path / "history.jsonl"
+    history.write_bytes(b"\n".join(HISTORY) + b"\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpufailover", "replay", str(history), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == "gpufailover replay: --json goes with --compare NEW_POLICY\n"
