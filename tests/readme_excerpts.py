@@ -187,9 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo-arg", action="append", default=[], help="extra demo argument")
     args = parser.parse_args(argv)
     if args.action == "run":
-        texts = split_transcript(run_demo(args.demo_arg))
+        parts = split_transcript(run_demo(args.demo_arg))
         args.saved.mkdir(parents=True, exist_ok=True)
-        for name, text in zip(SAVED_FILES, texts, strict=True):
+        for name, text in zip(SAVED_FILES, parts, strict=True):
             (args.saved / f"{name}.txt").write_text(text, encoding="utf-8")
         print(f"saved the run in {args.saved}")
     stale = []
