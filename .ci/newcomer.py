@@ -202,7 +202,10 @@ def lock_matches_maven(nc: Newcomer) -> str:
 
 
 def replay(nc: Newcomer) -> str:
-    out = nc.ok(".venv/bin/gpufailover replay examples/xid79-fell-off-bus.jsonl")
+    done = nc.sh(".venv/bin/gpufailover replay examples/xid79-fell-off-bus.jsonl")
+    out = done.stdout + done.stderr  # records on stdout, the summary on stderr
+    if done.returncode != 0:
+        raise StepFailed(f"replay exited {done.returncode}:\n{tail(done)}")
     for want in ("decisions: 1", "verdict hardware: 1", "quarantined nodes (1): gpu-node-019"):
         if want not in out:
             raise StepFailed(f"replay: no {want!r} in:\n{out[-2000:]}")
@@ -261,8 +264,13 @@ def export_bootstrap(nc: Newcomer) -> str:
     return f"GPUFAILOVER_BOOTSTRAP={nc.bootstrap} (this broker instead of {OWN_KAFKA})"
 
 
+def export_partitions(nc: Newcomer) -> str:
+    nc.env["GPUFAILOVER_PARTITIONS"] = "12"
+    return "GPUFAILOVER_PARTITIONS=12"
+
+
 def topics_create(nc: Newcomer) -> str:
-    out = nc.ok("gpufailover topics create --partitions 12")
+    out = nc.ok("gpufailover topics create")
     listed = nc.ok("gpufailover topics list")
     if "jobs.events" not in listed or "failover.decisions" not in listed:
         raise StepFailed(f"topics list after create:\n{listed}")
@@ -359,15 +367,16 @@ class Step:
 def plan(readme: str) -> list[Step]:
     python_block = next(c for c in readme_commands(readme) if c.startswith("from producers"))
     return [
-        Step(None, "errors without a broker", errors_without_broker),
         Step(COMMAND_1, "command 1 (java, mvn hidden; empty jar cache)", command_1),
         Step(COMMAND_2, "command 2", command_2),
         Step(None, "jar lock equals Maven's resolution", lock_matches_maven),
         Step(".venv/bin/gpufailover replay examples/xid79-fell-off-bus.jsonl", "replay", replay),
+        Step(None, "errors without a broker", errors_without_broker),
         Step(None, "broker start (java hidden)", broker_start),
         Step(None, "errors without topics", errors_without_topics),
         Step(f"export GPUFAILOVER_BOOTSTRAP={OWN_KAFKA}", "own Kafka: export", export_bootstrap),
-        Step("gpufailover topics create --partitions 12", "own Kafka: topics", topics_create),
+        Step("export GPUFAILOVER_PARTITIONS=12", "own Kafka: partitions", export_partitions),
+        Step("gpufailover topics create", "own Kafka: topics", topics_create),
         Step("gpufailover run", "own Kafka: run", pipeline_run),
         Step(
             "gpufailover agent --source nvml",
