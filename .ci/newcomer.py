@@ -326,10 +326,12 @@ def publish_terminated(nc: Newcomer) -> str:
     def decided() -> bool:
         done = nc.sh("gpufailover status 4242")
         seen[:] = [done.stdout + done.stderr]
-        return done.returncode == 0 and "reject" in done.stdout.lower()
+        # OOMKilled is the job's own bug: software -> reject, status Pending-internalerror
+        first = done.stdout.strip().splitlines()[:1]
+        return done.returncode == 0 and first == ["job 4242: Pending-internalerror (attempt 0)"]
 
     wait_for("`gpufailover status 4242` shows the pipeline's software/reject decision", decided)
-    return "status 4242: " + seen[0].strip().splitlines()[0]
+    return "status 4242: " + " | ".join(ln.strip() for ln in seen[0].strip().splitlines())
 
 
 def telemetry_snippet(nc: Newcomer, code: str) -> str:
