@@ -189,7 +189,7 @@ def _run_maven(cache: Path, lib: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(lib, ignore_errors=True)
     log.info(
-        "resolving Apache Kafka %s jars with Maven into %s (first run downloads ~50 MB)...",
+        "resolving Apache Kafka %s jars with Maven into %s (a first run fetches ~70 MB)...",
         KAFKA_VERSION,
         lib,
     )
