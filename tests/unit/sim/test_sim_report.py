@@ -57,3 +57,19 @@ def test_html_is_self_contained_with_charts(summary: dict[str, Any]) -> None:
     assert page.startswith("<!doctype html>") and page.count("<svg") == 4
     assert "<script" not in page and "src=" not in page and "href=" not in page
     assert "PASS: effective training time above both baselines" in page
+
+
+@pytest.mark.parametrize(("n", "text"), [(0, "0 cases"), (1, "1 case"), (2, "2 cases")])
+def test_counts_agree_with_their_noun(n: int, text: str) -> None:
+    assert report.plural(n, "case") == text
+
+
+def test_report_says_one_follow_up_and_one_false_evidence_case(summary: dict[str, Any]) -> None:
+    s = {**summary, "incidents": {**summary["incidents"], "secondary": 1}}
+    case = {"incident": 7, "scenario": "app_xid", "expected": "x", "visible": "y", "got": "y"}
+    s["accuracy"] = {**summary["accuracy"], "false_evidence_cases": [case]}
+    text = report.render(s)
+    assert "(1 follow-up of earlier outcomes)" in text
+    assert "1 known false-evidence case graded apart" in text
+    ett = summary["effective_training_time"]
+    assert f"replays the trace's {report.plural(ett['hits'], 'injected job failure')}" in text
