@@ -14,7 +14,7 @@ from typing import Any
 
 from deploy.acls import ALLOW, ROLE_NAMES, AclBinding, all_bindings
 from deploy.kafka_admin import admin_client
-from gpufailover.cli_errors import quiet_kafka_client_logs
+from gpufailover.cli_errors import NotAuthorized, WrongState, quiet_kafka_client_logs
 from gpufailover.security import KafkaSecurity, add_security_arguments
 from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap, env_str
 
@@ -26,7 +26,8 @@ class AclError(RuntimeError):
 async def apply_acls(
     bootstrap: str, binds: list[AclBinding], *, security: KafkaSecurity, timeout_s: float = 30.0
 ) -> int:
-    """Create every binding; the number created (existing ones count too: it is a no-op)."""
+    """Create every binding; the number created (existing ones count too: it is a no-op).
+    A refusal raises NotAuthorized or WrongState (no authorizer), else AclError."""
     from aiokafka.errors import for_code
     from aiokafka.protocol.admin import CreateAclsRequest
 
@@ -45,8 +46,26 @@ async def apply_acls(
                 response = await admin._send_request(request)
                 for code, message in response.creation_responses:
                     if code != 0:
-                        raise AclError(f"{b.describe()}: {for_code(code).__name__} {message or ''}")
+                        raise _refused(bootstrap, b, for_code(code), message)
     return len(binds)
+
+
+def _refused(
+    bootstrap: str, binding: AclBinding, error: type[Exception], message: str | None
+) -> Exception:
+    """The broker's refusal of one ACL as the error kind the CLI reports (cli_errors)."""
+    from aiokafka.errors import ClusterAuthorizationFailedError, SecurityDisabled
+
+    detail = f"{error.__name__} creating {binding.describe()}" + (f": {message}" if message else "")
+    if issubclass(error, SecurityDisabled):
+        return WrongState(
+            f"{bootstrap} has no authorizer, so it keeps no ACLs ({error.__name__}); nothing "
+            "applied: start a secured broker (`gpufailover broker start --secure`) or point "
+            "--bootstrap at one"
+        )
+    if issubclass(error, ClusterAuthorizationFailedError):
+        return NotAuthorized(bootstrap, f"{detail} (applying ACLs needs a super user)")
+    return AclError(detail)
 
 
 def register(subparsers: Any) -> None:
@@ -102,7 +121,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     security = KafkaSecurity.from_env_and_args(args)
     try:
         count = asyncio.run(apply_acls(bootstrap, binds, security=security))
-    except AclError as exc:  # broker trouble and authorization: gpufailover.cli.main
+    except AclError as exc:  # any other refusal (the rest: gpufailover.cli.main)
         print(f"gpufailover acls: {bootstrap}: {exc}", file=sys.stderr)
         return 1
     print(f"{count} ACLs for roles {', '.join(ROLE_NAMES)} on {bootstrap}", file=sys.stderr)

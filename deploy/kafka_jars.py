@@ -1,20 +1,38 @@
 """Resolve the Apache Kafka broker jars from Maven Central into a cache outside the repository.
 
+Maven resolves them where `mvn` is on PATH; elsewhere the checked-in lock
+(`deploy/kafka-jars.lock.json`, written from a Maven resolution by `python -m deploy.kafka_jars
+lock`) names exactly the same jars with their SHA-256, fetched without Maven (`deploy.kafka_lock`).
 The `kafka_2.13` POM carries no SLF4J binding (the broker would log nothing), so we add
 slf4j-reload4j + reload4j and check that lib/ ends up with exactly one binding and no logback.
 """
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import logging
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+
+from deploy.cache import cache_root
+from deploy.kafka_lock import (
+    LOCK_FILE,
+    LockError,
+    fetch_locked,
+    jar_from_repository_path,
+    read_lock,
+    repository_url,
+    sha256_of,
+    write_lock,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,16 +52,20 @@ _BINDING_ENTRIES = (
 )
 
 
+LOCK_COMMAND = "python -m deploy.kafka_jars lock"
+
+
 class JarResolutionError(RuntimeError):
-    """Maven could not resolve the broker jars, or the result is unusable."""
+    """The broker jars could not be resolved (Maven or the lock), or the result is unusable."""
 
 
 def default_kafka_cache() -> Path:
-    """Jar cache: env GPUFAILOVER_KAFKA_CACHE, else ~/.cache/gpufailover/kafka-<version>."""
+    """Jar cache: env GPUFAILOVER_KAFKA_CACHE, else $GPUFAILOVER_CACHE_DIR/kafka-<version>
+    (default ~/.cache/gpufailover/kafka-<version>)."""
     explicit = os.environ.get("GPUFAILOVER_KAFKA_CACHE")
     if explicit:
         return Path(explicit).expanduser()
-    return Path.home() / ".cache" / "gpufailover" / f"kafka-{KAFKA_VERSION}"
+    return cache_root() / f"kafka-{KAFKA_VERSION}"
 
 
 def render_pom() -> str:
@@ -94,10 +116,11 @@ def check_lib(lib: Path) -> None:
 
 
 def resolve_jars(cache_dir: Path | None = None) -> Path:
-    """Return a directory of broker jars (`-cp 'lib/*'`), resolving them with Maven if needed.
+    """Return a directory of broker jars (`-cp 'lib/*'`), resolving them if needed: with Maven
+    where `mvn` is on PATH, else from the checked-in lock.
 
     Concurrent callers are serialized with a lock file; a half-finished resolution never
-    becomes visible (Maven writes to a temporary directory that is renamed at the end).
+    becomes visible (jars go to a temporary directory that is renamed at the end).
     """
     cache = cache_dir or default_kafka_cache()
     cache.mkdir(parents=True, exist_ok=True)
@@ -108,20 +131,39 @@ def resolve_jars(cache_dir: Path | None = None) -> Path:
             check_lib(lib)
             log.debug("using cached Kafka jars in %s", lib)
             return lib
-        _run_maven(cache, lib)
+        if shutil.which("mvn") is not None:
+            _run_maven(cache, lib)
+        else:
+            _fetch_from_lock(cache, lib)
         check_lib(lib)
         (lib / _COMPLETE_MARKER).touch()
     return lib
 
 
-def _run_maven(cache: Path, lib: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise JarResolutionError("`mvn` not found on PATH: install Maven 3.8+ to fetch Kafka jars")
-    (cache / "pom.xml").write_text(render_pom(), encoding="utf-8")
+def _fetch_from_lock(cache: Path, lib: Path) -> None:
+    """No Maven here: fetch the locked jars, every SHA-256 checked, staged then renamed."""
+    log.info("`mvn` not on PATH: fetching the Kafka jars listed in %s", LOCK_FILE)
     staging = cache / "lib.partial"
     shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(lib, ignore_errors=True)
+    staging.mkdir()
+    started = time.monotonic()
+    try:
+        jars = read_lock(LOCK_FILE, KAFKA_VERSION)
+        fetch_locked(jars, staging, repository_url())
+    except LockError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise JarResolutionError(f"{exc} (or install Maven 3.8+, which is tried first)") from exc
+    staging.rename(lib)
+    log.info("fetched %d jars in %.1f s", len(jars), time.monotonic() - started)
+
+
+def _maven(cache: Path, out_dir: Path, *extra: str) -> None:
+    """copy-dependencies of the broker's POM into `out_dir` (raises with Maven's output)."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JarResolutionError("`mvn` not found on PATH: install Maven 3.8+")
+    (cache / "pom.xml").write_text(render_pom(), encoding="utf-8")
     cmd = [
         mvn,
         "-B",
@@ -129,14 +171,9 @@ def _run_maven(cache: Path, lib: Path) -> None:
         "-Dstyle.color=never",
         f"{DEPENDENCY_PLUGIN}:copy-dependencies",
         "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}",
+        f"-DoutputDirectory={out_dir}",
+        *extra,
     ]
-    log.info(
-        "resolving Apache Kafka %s jars with Maven into %s (first run downloads ~40 MB)...",
-        KAFKA_VERSION,
-        lib,
-    )
-    started = time.monotonic()
     proc = subprocess.run(
         cmd, cwd=cache, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
     )
@@ -145,6 +182,84 @@ def _run_maven(cache: Path, lib: Path) -> None:
         raise JarResolutionError(
             f"Maven failed (exit {proc.returncode}) running {' '.join(cmd)} in {cache}:\n{output}"
         )
+
+
+def _run_maven(cache: Path, lib: Path) -> None:
+    staging = cache / "lib.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(lib, ignore_errors=True)
+    log.info(
+        "resolving Apache Kafka %s jars with Maven into %s (a first run fetches ~70 MB)...",
+        KAFKA_VERSION,
+        lib,
+    )
+    started = time.monotonic()
+    _maven(cache, staging)
     staging.rename(lib)
     count = len(list(lib.glob("*.jar")))
     log.info("resolved %d jars in %.1f s", count, time.monotonic() - started)
+
+
+def maven_lock_entries() -> list[tuple[Path, str, int]]:
+    """(repository-layout path, sha256, size) of every jar Maven resolves for the broker."""
+    with tempfile.TemporaryDirectory(prefix="gpufailover-lock-") as tmp:
+        out = Path(tmp) / "repo"
+        _maven(Path(tmp), out, "-Dmdep.useRepositoryLayout=true")
+        return [
+            (jar.relative_to(out), sha256_of(jar), jar.stat().st_size)
+            for jar in sorted(out.rglob("*.jar"))
+        ]
+
+
+def lock_command(check: bool) -> int:
+    """Write (or with `check`, compare with) the lock from what Maven resolves today."""
+    try:
+        jars = [jar_from_repository_path(*entry) for entry in maven_lock_entries()]
+    except (JarResolutionError, LockError) as exc:
+        print(f"{LOCK_COMMAND}: {exc}", file=sys.stderr)
+        return 1
+    if not check:
+        write_lock(LOCK_FILE, KAFKA_VERSION, jars, LOCK_COMMAND)
+        print(f"wrote {len(jars)} jars ({sum(j.size for j in jars) / 1e6:.0f} MB) to {LOCK_FILE}")
+        return 0
+    try:
+        locked = set(read_lock(LOCK_FILE, KAFKA_VERSION))
+    except LockError as exc:
+        print(f"{LOCK_COMMAND} --check: {exc}", file=sys.stderr)
+        return 1
+    resolved = set(jars)
+    if locked == resolved:
+        print(f"{LOCK_FILE.name}: the {len(jars)} jars Maven resolves, hashes equal")
+        return 0
+    for jar in sorted(resolved - locked, key=lambda j: j.file_name):
+        print(f"  Maven resolves, not locked: {jar.coordinates} {jar.sha256}", file=sys.stderr)
+    for jar in sorted(locked - resolved, key=lambda j: j.file_name):
+        print(f"  locked, Maven does not resolve: {jar.coordinates} {jar.sha256}", file=sys.stderr)
+    print(
+        f"{LOCK_FILE.name} differs from Maven's resolution: run `{LOCK_COMMAND}`", file=sys.stderr
+    )
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.kafka_jars",
+        description="resolve: the broker jars into the cache (Maven, else the lock); "
+        f"lock: write {LOCK_FILE.name} from a Maven resolution (--check: compare instead)",
+    )
+    parser.add_argument("action", choices=("resolve", "lock"))
+    parser.add_argument("--check", action="store_true", help="lock: exit 1 if it differs")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.action == "lock":
+        return lock_command(args.check)
+    try:
+        print(resolve_jars())
+    except JarResolutionError as exc:
+        print(f"python -m deploy.kafka_jars resolve: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,6 +19,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from deploy.cache import cache_root
+
 log = logging.getLogger(__name__)
 
 KUBE_VERSION = "v1.34.4"
@@ -33,11 +35,12 @@ class KubeBuildError(RuntimeError):
 
 
 def default_kube_cache() -> Path:
-    """Build cache: env GPUFAILOVER_KUBE_CACHE, else ~/.cache/gpufailover/kube-<version>."""
+    """Build cache: env GPUFAILOVER_KUBE_CACHE, else $GPUFAILOVER_CACHE_DIR/kube-<version>
+    (default ~/.cache/gpufailover/kube-<version>)."""
     explicit = os.environ.get("GPUFAILOVER_KUBE_CACHE")
     if explicit:
         return Path(explicit).expanduser()
-    return Path.home() / ".cache" / "gpufailover" / f"kube-{KUBE_VERSION}"
+    return cache_root() / f"kube-{KUBE_VERSION}"
 
 
 def find_go() -> str:

@@ -35,6 +35,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpufailover.demo_cli",  # demo
     "gpufailover.bench_cli",
     "gpufailover.chaos_cli",  # chaos
+    "gpufailover.explain_cli",  # explain JOB
+    "gpufailover.export_cli",  # export --since
     "gpufailover.goodput_cli",  # goodput
 )
 

@@ -13,6 +13,7 @@ traceback. Long-running services do not come here for broker trouble: they keep 
 | 4    | topics missing       | TopicsMissing, UnknownTopicOrPartitionError                |
 | 5    | not authorized       | NotAuthorized, aiokafka authorization/authentication errors |
 | 6    | not found            | NotFound (unknown job, ...)                                |
+| 7    | wrong state          | WrongState (node not quarantined, broker has no authorizer) |
 | 69   | missing extra        | a `[pipeline]` module missing (gpufailover/extras.py)     |
 """
 
@@ -26,6 +27,7 @@ EXIT_BROKER_UNREACHABLE = 3
 EXIT_TOPICS_MISSING = 4
 EXIT_NOT_AUTHORIZED = 5
 EXIT_NOT_FOUND = 6
+EXIT_WRONG_STATE = 7
 
 HINT_BROKER = (
     "start one with `gpufailover broker start`, or point --bootstrap / GPUFAILOVER_BOOTSTRAP "
@@ -79,6 +81,12 @@ class NotAuthorized(CliError):
 
 class NotFound(CliError, LookupError):
     exit_code = EXIT_NOT_FOUND
+
+
+class WrongState(CliError):
+    """The target exists but is not in a state the command acts on; nothing was changed."""
+
+    exit_code = EXIT_WRONG_STATE
 
 
 def explain(exc: BaseException, bootstrap: str) -> tuple[int, str] | None:

@@ -1,4 +1,4 @@
-"""`gpufailover replay FILE [--policy FILE]`."""
+"""`gpufailover replay FILE [--policy FILE] [--compare NEW_POLICY [--json]]`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,14 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import IO, Any
 
-from streams.policy import PolicyError, load_policy
+import orjson
+
+from streams.policy import Policy, PolicyError, load_policy
 from streams.replay import Replayer
+
+# `replay --compare`: some decision changed. Replay never contacts a broker, so this cannot be
+# read as gpufailover.cli_errors' "broker unreachable" (also 3); docs/cli.md says so.
+EXIT_DECISIONS_CHANGED = 3
 
 
 def register(subparsers: Any) -> None:
@@ -35,6 +41,16 @@ def register(subparsers: Any) -> None:
         "stamped more than GPUFAILOVER_MAX_FUTURE_SKEW_S (default 300) after it is "
         "dead-lettered",
     )
+    p.add_argument(
+        "--compare",
+        metavar="NEW_POLICY",
+        default=None,
+        help="replay under --policy and under NEW_POLICY and print how the decisions change "
+        "(counts by verdict and action, each changed job with the evidence that flipped it) "
+        f"instead of the records; exit {EXIT_DECISIONS_CHANGED} when a decision or the set of "
+        "quarantined nodes changes, 0 when nothing does",
+    )
+    p.add_argument("--json", action="store_true", help="with --compare: print it as JSON")
     p.set_defaults(func=run)
 
 
@@ -58,6 +74,9 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json and args.compare is None:
+        print("gpufailover replay: --json goes with --compare NEW_POLICY", file=sys.stderr)
+        return 2
     try:
         policy = load_policy(args.policy)
     except PolicyError as exc:
@@ -73,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"gpufailover replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
+    if args.compare is not None:
+        return _compare(args, stream, policy, now)
     replayer = Replayer(policy, now)
     out = sys.stdout.buffer
     try:
@@ -88,3 +109,32 @@ def run(args: argparse.Namespace) -> int:
     out.flush()
     print(replayer.stats.summary(), file=sys.stderr)
     return 0
+
+
+def _compare(args: argparse.Namespace, stream: IO[bytes], policy: Policy, now: int | None) -> int:
+    from streams.replay_compare import compare
+
+    try:
+        new_policy = load_policy(args.compare)
+    except PolicyError as exc:
+        print(f"gpufailover replay: bad --compare policy: {exc}", file=sys.stderr)
+        return 2
+    try:
+        lines = list(_lines(stream))
+    except OSError as exc:
+        print(f"gpufailover replay: read failed: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    result = compare(lines, policy, new_policy, now)
+    if args.json:
+        print(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(result.render())
+    print(
+        f"gpufailover replay: {len(result.changes)} of {len(result.before.decisions)} "
+        f"decision(s) change under {new_policy.source}",
+        file=sys.stderr,
+    )
+    return EXIT_DECISIONS_CHANGED if result.changed else 0

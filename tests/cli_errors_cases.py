@@ -16,6 +16,8 @@ KAFKA_COMMANDS: dict[str, tuple[str, ...]] = {
     "quarantine-release": ("quarantine", "release", "gpu-1", "--reason", "test"),
     "quarantine-reset-breaker": ("quarantine", "reset-breaker", "--reason", "test"),
     "audit": ("audit",),
+    "explain": ("explain", "job-1"),
+    "export": ("export", "--since", "1h"),
     "topics-list": ("topics", "list"),
     "acls-apply": ("acls", "apply"),
     "publish": (

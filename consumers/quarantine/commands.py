@@ -16,6 +16,7 @@ from consumers.quarantine.table import QUARANTINED, RELEASED
 from consumers.runtime.oneshot import publish, publish_atomically, read_key
 from consumers.runtime.records import now_ms
 from deploy.topics import TopicNames
+from gpufailover.cli_errors import EXIT_WRONG_STATE
 from gpufailover.security import PLAINTEXT, KafkaSecurity, operator_identity
 from schemas.audit import BREAKER_RESET, RELEASE, OperatorCommand
 from schemas.codec import dumps, loads
@@ -64,7 +65,10 @@ async def release_node(
     current = await current_state(bootstrap, names, node, security=security)
     if not force and (current is None or current.state != QUARANTINED):
         state = "unknown" if current is None else current.state
-        return 1, f"gpufailover quarantine release: {node} is not quarantined ({state}); --force"
+        return EXIT_WRONG_STATE, (
+            f"gpufailover quarantine: {node} is not quarantined (state: {state}); "
+            "nothing published; --force publishes the release anyway"
+        )
     ts = now_ms()
     audit = audit_record(RELEASE, node, reason, security, ts)
     record = QuarantineRecord(node, RELEASED, "operator", (), None, ts)

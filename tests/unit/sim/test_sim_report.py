@@ -50,9 +50,26 @@ def test_stopped_run_says_so(summary: dict[str, Any]) -> None:
 def test_html_is_self_contained_with_charts(summary: dict[str, Any]) -> None:
     engine, _, _ = run_offline(SimConfig(nodes=16, seed=2, horizon_ms=3 * HOUR_MS))
     state = RunState(engine, 120.0)
-    for _ in range(3):
-        sample(state)
-    page = htmlreport.render(summary, state.timeline, engine.start_ms)
+    sample(state)  # after the run: outside the chart's time axis, like a drain's samples
+    start = engine.start_ms
+    timeline = [(start + k * HOUR_MS, 12, 3, 1, 0) for k in range(3)] + state.timeline
+    page = htmlreport.render(summary, timeline, start)
     assert page.startswith("<!doctype html>") and page.count("<svg") == 4
     assert "<script" not in page and "src=" not in page and "href=" not in page
     assert "PASS: effective training time above both baselines" in page
+
+
+@pytest.mark.parametrize(("n", "text"), [(0, "0 cases"), (1, "1 case"), (2, "2 cases")])
+def test_counts_agree_with_their_noun(n: int, text: str) -> None:
+    assert report.plural(n, "case") == text
+
+
+def test_report_says_one_follow_up_and_one_false_evidence_case(summary: dict[str, Any]) -> None:
+    s = {**summary, "incidents": {**summary["incidents"], "secondary": 1}}
+    case = {"incident": 7, "scenario": "app_xid", "expected": "x", "visible": "y", "got": "y"}
+    s["accuracy"] = {**summary["accuracy"], "false_evidence_cases": [case]}
+    text = report.render(s)
+    assert "(1 follow-up of earlier outcomes)" in text
+    assert "1 known false-evidence case graded apart" in text
+    ett = summary["effective_training_time"]
+    assert f"replays the trace's {report.plural(ett['hits'], 'injected job failure')}" in text
