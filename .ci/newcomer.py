@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = ("java", "mvn")  # README command 1 must work without them
 DEMO_TIMEOUT_S = 900  # venv + pip install + jar download + the 2-minute demo
 COMMAND_TIMEOUT_S = 120
+GOODPUT_TIMEOUT_S = 600  # ~40 s alone; bounded generously for a loaded CI host
 STOP_TIMEOUT_S = 60
 WAIT_S = 120  # bound on every wait for a condition (pipeline decided, agent connected)
 
@@ -212,6 +213,31 @@ def replay(nc: Newcomer) -> str:
     return "hardware decision, gpu-node-019 quarantined"
 
 
+EXPLAIN = ".venv/bin/gpufailover explain llm-pretrain-13b-0315 --file examples/late-xid.jsonl"
+
+
+def explain(nc: Newcomer) -> str:
+    done = nc.sh(EXPLAIN)
+    if done.returncode != 0:
+        raise StepFailed(f"explain exited {done.returncode}:\n{tail(done)}")
+    late = "outside the window: 150 s after the termination"
+    for want in ("attempt 0: transient -> retry", late):
+        if want not in done.stdout:
+            raise StepFailed(f"explain: no {want!r} in:\n{done.stdout[-2000:]}")
+    return "transient/retry; the late XID 48 shown as outside the window"
+
+
+def goodput(nc: Newcomer) -> str:
+    html = nc.clone / "goodput.html"
+    done = nc.sh(".venv/bin/gpufailover goodput --html goodput.html", GOODPUT_TIMEOUT_S)
+    if done.returncode != 0:
+        raise StepFailed(f"goodput exited {done.returncode}:\n{tail(done)}")
+    rows = ("gpufailover", "no failover", "naive restart")
+    if not all(row in done.stdout for row in rows) or not html.is_file():
+        raise StepFailed(f"goodput: no strategy table or no {html}:\n{done.stdout[-2000:]}")
+    return f"table of strategies printed, {html.name} written"
+
+
 def expect_error(nc: Newcomer, command: str, code: int, starts: str, within_s: float) -> str:
     started = time.monotonic()
     done = nc.sh(command)
@@ -373,6 +399,12 @@ def plan(readme: str) -> list[Step]:
         Step(COMMAND_2, "command 2", command_2),
         Step(None, "jar lock equals Maven's resolution", lock_matches_maven),
         Step(".venv/bin/gpufailover replay examples/xid79-fell-off-bus.jsonl", "replay", replay),
+        Step(
+            EXPLAIN,
+            "explain",
+            explain,
+        ),
+        Step(".venv/bin/gpufailover goodput --html goodput.html", "goodput", goodput),
         Step(None, "errors without a broker", errors_without_broker),
         Step(None, "broker start (java hidden)", broker_start),
         Step(None, "errors without topics", errors_without_topics),

@@ -91,6 +91,14 @@ WRITE_ONLY: dict[str, str] = {
     # QuarantineRequest is read back as a QuarantineRecord: test_quarantine_request_reads_as_record
     "streams.engine.messages.QuarantineRequest": "decoded as schemas.quarantine.QuarantineRecord",
     "streams.engine.progress.JobAlert": "an operator alert on failover.alerts, never read back",
+    # `explain --json` and `replay --compare --json` print these for people and tools; no topic,
+    # nothing decodes them (their shape is pinned by the golden files in test_explain_examples).
+    "streams.explain_model.Attempt": "explain --json output, never read back",
+    "streams.explain_model.Event": "explain --json output, never read back",
+    "streams.explain_model.Explanation": "explain --json output, never read back",
+    "streams.explain_model.Signal": "explain --json output, never read back",
+    "streams.replay_compare.Change": "replay --compare --json output, never read back",
+    "streams.replay_compare.Comparison": "replay --compare --json output, never read back",
 }
 
 
