@@ -8,7 +8,8 @@ from dataclasses import replace
 from consumer_fakes import NAMES, acks, rec, request, value
 from prometheus_client import CollectorRegistry
 
-from consumers.quarantine.actuator import LogActuator
+from consumers.quarantine.actuation import ActuationQueue, Backoff
+from consumers.quarantine.actuator import QUARANTINE, RELEASE, LogActuator
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.lifecycle import LifecyclePolicy
 from consumers.quarantine.logic import QuarantineProcessor
@@ -16,7 +17,7 @@ from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.records import InRecord, Output
 from schemas.audit import VALIDATE, OperatorCommand
-from schemas.quarantine import QuarantineRecord, ValidationRequest, ValidationResult
+from schemas.quarantine import QuarantineRecord, Validation, ValidationRequest, ValidationResult
 
 DAY = 86_400_000
 T0 = 1_800_000_000_000
@@ -228,3 +229,32 @@ async def test_a_release_audit_record_is_not_a_validate_command() -> None:
     assert await batch(p, rec(NAMES.operators_audit, "n1", b"not json")) == []
     bad = cmd.to_dict() | {"kind": "validate", "reason": ""}
     assert await batch(p, rec(NAMES.operators_audit, "n1", bad)) == []
+
+
+# -- what "out of service" means to the table and the actuator ------------------------------
+def test_a_validating_node_stays_drained_and_is_not_actuated_again() -> None:
+    queue = ActuationQueue(Backoff())
+    base = QuarantineRecord("n1", "quarantined", "hardware", (), None, T0)
+    queue.read(0, 0, base)
+    [owed] = queue.due(0)
+    assert owed.action == QUARANTINE
+    queue.succeeded(owed)
+    queue.read(0, 1, replace(base, state="validating"))
+    assert queue.due(0) == []  # already drained: nothing to do while it validates
+    queue.read(0, 2, replace(base, state="released", reason="validation"))
+    [owed] = queue.due(0)
+    assert owed.action == RELEASE
+
+
+def test_only_a_new_episode_moves_the_breakers_arrival_time() -> None:
+    table = QuarantineTable()
+    base = QuarantineRecord("n1", "quarantined", "hardware", (), None, T0)
+    table.apply(base, 0, 0, arrived_ms=1_000)
+    ran = Validation("operator-0-1", "operator", T0 + 1, result="fail")
+    table.apply(replace(base, ts_ms=T0 + 2, validation=ran), 0, 1, arrived_ms=9_000)
+    assert (table.arrived_at["n1"], table.quarantined_at["n1"]) == (1_000, T0)
+    assert table.quarantined() == {"n1"}
+    table.apply(replace(base, state="validating", lemon=True), 0, 2, arrived_ms=9_500)
+    assert table.lemons() == {"n1"} and table.is_quarantined("n1")
+    table.apply(replace(base, state="released", lemon=True), 0, 3)
+    assert table.lemons() == frozenset() and table.quarantined() == frozenset()
