@@ -81,13 +81,8 @@ def new_episode(
     floor = record.ts_ms - lp.lemon_window_ms
     past = previous.history if previous is not None else ()
     history = (*sorted(t for t in past if t > floor), record.ts_ms)[-HISTORY_MAX:]
-    return replace(
-        record,
-        history=history,
-        lemon=len(history) >= lp.lemon_count,
-        validations=0,
-        validation=None,
-    )
+    # (a new quarantine record has no validations yet: nothing of the last episode's to reset)
+    return replace(record, history=history, lemon=len(history) >= lp.lemon_count)
 
 
 def request_validation(

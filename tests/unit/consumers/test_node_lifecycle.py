@@ -9,7 +9,13 @@ import pytest
 
 from consumers.quarantine import lifecycle as lc
 from consumers.quarantine.lifecycle import LifecyclePolicy
-from schemas.quarantine import HISTORY_MAX, QuarantineRecord, Validation, ValidationResult
+from schemas.quarantine import (
+    HISTORY_MAX,
+    QuarantineRecord,
+    Validation,
+    ValidationRequest,
+    ValidationResult,
+)
 from streams.policy import load_policy
 
 DAY = 86_400_000
@@ -287,3 +293,62 @@ def test_the_shipped_policy_gives_the_documented_defaults() -> None:
         validate_on_repair=False,
         max_validations_per_episode=3,
     )
+
+
+# -- what each step says, and the request it closes ------------------------------------------
+AUTO = replace(LP, auto_release=True)
+REPAIR_ON = replace(LP, validate_on_repair=True)
+
+
+def test_each_refusal_says_why() -> None:
+    passed = lc.take_result(validating(), result(), LP).record
+    cases = [
+        (ask(None), "the node is not quarantined"),
+        (ask(validating()), "request operator-0-1 was taken already"),
+        (ask(validating(), rid="operator-0-2"), "validation operator-0-1 is still running"),
+        (
+            ask(quarantined(validations=3)),
+            "3 validation(s) this episode, the cap (max_validations_per_episode); "
+            "release or repair it by hand",
+        ),
+        (
+            ask(quarantined(), rid="r", trigger="repair", ts=T0 + 1),
+            "the policy does not validate on repair signals",
+        ),
+        (
+            ask(passed, rid="r", trigger="repair", ts=T0 + 99, lp=REPAIR_ON),
+            "already validated, awaiting an operator's release",
+        ),
+        (
+            ask(quarantined(), rid="r", trigger="repair", ts=T0, lp=REPAIR_ON),
+            "the signal is not newer than the node's state",
+        ),
+        (ask(quarantined()), "validation operator-0-1 requested (operator)"),
+        (lc.take_result(None, result(), LP), "result for operator-0-1: not the node's validation"),
+        (lc.take_result(passed, result(), LP), "result for operator-0-1 was taken already"),
+    ]
+    assert [s.detail for s, _ in cases] == [why for _, why in cases]
+
+
+def test_a_busy_node_without_a_recorded_validation_says_so() -> None:
+    odd = replace(quarantined(), state="validating")  # e.g. written by an older build
+    assert ask(odd, rid="operator-0-2").detail == "validation ? is still running"
+
+
+@pytest.mark.parametrize(
+    ("ok", "lp", "lemon", "outcome", "why"),
+    [
+        (False, LP, False, lc.FAILED, "validation operator-0-1 failed (exit 2)"),
+        (True, LP, False, lc.PASSED, "passed; auto_release is off: awaiting an operator's release"),
+        (True, AUTO, True, lc.LEMON_HELD, "passed, but a lemon is released only by an operator"),
+        (True, AUTO, False, lc.RELEASED_AUTO, "validation operator-0-1 passed"),
+    ],
+)
+def test_every_result_closes_its_request_and_says_why(
+    ok: bool, lp: LifecyclePolicy, lemon: bool, outcome: str, why: str
+) -> None:
+    step = lc.take_result(validating(lemon=lemon), result(ok=ok, ts=T0 + 20), lp)
+    assert (step.outcome, step.detail) == (outcome, why)
+    assert step.request == ValidationRequest("n1", "operator-0-1", "operator", "", False, T0 + 20)
+    assert step.record is not None
+    assert (step.record.ts_ms, step.record.validations) == (T0 + 20, 1)

@@ -3,9 +3,11 @@ and repair signals, the lemon rule, their alerts and metrics; without a broker."
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
-from consumer_fakes import NAMES, acks, rec, request, value
+import pytest
+from consumer_fakes import NAMES, acks, decision, rec, request, value
 from prometheus_client import CollectorRegistry
 
 from consumers.quarantine.actuation import ActuationQueue, Backoff
@@ -17,15 +19,19 @@ from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.records import InRecord, Output
 from schemas.audit import VALIDATE, OperatorCommand
+from schemas.errors import SchemaError
+from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord, Validation, ValidationRequest, ValidationResult
 
 DAY = 86_400_000
 T0 = 1_800_000_000_000
+WALL = T0 + 999  # the service's clock in these tests
+LOGGER = "consumers.quarantine.logic"
 LP = LifecyclePolicy()
 
 
 def make(
-    lp: LifecyclePolicy = LP, dry_run: bool = False
+    lp: LifecyclePolicy = LP, dry_run: bool = False, bounds: EventTimeBounds | None = None
 ) -> tuple[QuarantineProcessor, CollectorRegistry]:
     registry = CollectorRegistry()
     p = QuarantineProcessor(
@@ -36,6 +42,8 @@ def make(
         QuarantineMetrics.create(registry),
         dry_run=dry_run,
         lifecycle_policy=lp,
+        bounds=bounds,
+        clock=lambda: WALL,
     )
     return p, registry
 
@@ -258,3 +266,121 @@ def test_only_a_new_episode_moves_the_breakers_arrival_time() -> None:
     assert table.lemons() == {"n1"} and table.is_quarantined("n1")
     table.apply(replace(base, state="released", lemon=True), 0, 3)
     assert table.lemons() == frozenset() and table.quarantined() == frozenset()
+
+
+# -- what the service says: log lines, alert keys and times ----------------------------------------
+def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER]
+
+
+async def test_each_validation_step_is_logged_with_node_source_outcome_and_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, LOGGER)
+    p, _ = make()
+    await batch(p, rec(NAMES.quarantine_requests, "n1", request("n1", T0)))
+    audit = validate_cmd()
+    await batch(p, audit)
+    rid = f"operator-{audit.partition}-{audit.offset}"
+    await batch(p, validate_cmd("n9"))
+    assert logged(caplog)[-2:] == [
+        f"validation of n1 (operator): started -> validating: validation {rid} requested "
+        "(operator)",
+        "validation of n9 (operator): not_quarantined, the node is not quarantined",
+    ]
+
+
+async def test_dry_run_logs_what_the_validation_would_be(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, LOGGER)
+    p, _ = make(dry_run=True)
+    p.table.apply(QuarantineRecord("n1", "quarantined", "hardware", (), None, T0), 0, 0)
+    audit = validate_cmd()
+    await batch(p, audit)
+    rid = f"operator-{audit.partition}-{audit.offset}"
+    assert logged(caplog)[-1] == (
+        f"dry run: validation of n1 would be started: validation {rid} requested (operator)"
+    )
+
+
+async def test_alerts_are_keyed_by_node_and_stamped_by_the_service_clock() -> None:
+    p, _ = make(replace(LP, lemon_count=1))
+    out = await batch(p, rec(NAMES.quarantine_requests, "n1", request("n1", T0)))
+    [lemon] = [o for o in out if o.topic == NAMES.failover_alerts]
+    assert (lemon.key, value(lemon)["ts_ms"]) == (b"n1", WALL)
+    refused = await batch(p, validate_cmd("n9"))
+    [alert] = refused
+    assert (alert.key, value(alert)["ts_ms"], value(alert)["node"]) == (b"n9", WALL, "n9")
+    await batch(p, validate_cmd())
+    rid = str(p.table.get("n1").validation.request_id)  # type: ignore[union-attr]
+    failed = await batch(p, agent_result(rid, ok=False))
+    [alert] = [o for o in failed if o.topic == NAMES.failover_alerts]
+    assert (alert.key, value(alert)["ts_ms"], value(alert)["node"]) == (b"n1", WALL, "n1")
+
+
+async def test_a_lemon_is_logged_with_its_count_and_window(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, LOGGER)
+    p, _ = make(replace(LP, lemon_count=1, lemon_window_ms=3_601_000))
+    await batch(p, rec(NAMES.quarantine_requests, "n1", request("n1", T0)))
+    assert (
+        "n1 is a LEMON: quarantined 1 times within 3601 s; only an operator may release it"
+        in logged(caplog)
+    )
+
+
+async def test_unreadable_operator_commands_are_logged_where_and_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    p, _ = make()
+    bad_json = rec(NAMES.operators_audit, "n1", b"not json")
+    await batch(p, bad_json)
+    cmd = OperatorCommand(VALIDATE, "n1", "unauthenticated:ops", False, "x", T0)
+    bad_cmd = rec(NAMES.operators_audit, "n1", cmd.to_dict() | {"reason": ""})
+    await batch(p, bad_cmd)
+    first, second = logged(caplog)[-2:]
+    assert first.startswith(f"unreadable operator command at {bad_json.where} skipped: ")
+    assert second == (
+        f"unreadable validate command at {bad_cmd.where} skipped: reason: must not be empty"
+    )
+
+
+async def test_a_validate_command_in_the_batch_of_the_quarantine_sees_it() -> None:
+    p, _ = make()
+    out = await batch(p, rec(NAMES.quarantine_requests, "n1", request("n1", T0)), validate_cmd())
+    assert [value(o)["state"] for o in out if o.topic == NAMES.nodes_quarantine] == [
+        "quarantined",
+        "validating",
+    ]
+
+
+async def test_a_repair_signal_says_why_in_its_request() -> None:
+    p, _ = make(replace(LP, validate_on_repair=True))
+    await batch(p, rec(NAMES.quarantine_requests, "n1", request("n1", T0)))
+    repair = ValidationResult("n1", "repair", T0 + 50).to_dict()
+    out = await batch(p, rec(NAMES.validation_results, "n1", repair))
+    [ask] = on(out, NAMES.nodes_validate)
+    assert ask["reason"] == "the node's agent restarted"
+
+
+async def test_a_result_stamped_out_of_the_event_time_bounds_is_refused() -> None:
+    bounds = EventTimeBounds(max_future_skew_ms=1_000)
+    p, _ = make(bounds=bounds)
+    late = ValidationResult("n1", "repair", WALL + 60_000).to_dict()
+    p.begin()
+    with pytest.raises(SchemaError) as err:
+        p.handle(rec(NAMES.validation_results, "n1", late))
+    assert err.value.field == "ts_ms"
+
+
+async def test_a_decision_redelivered_after_a_release_is_a_duplicate_not_a_stale_request() -> None:
+    p, registry = make()
+    d = decision("job-1", suspects=("n1",), ts=T0)
+    await batch(p, rec(NAMES.failover_decisions, "job-1", d))
+    released = QuarantineRecord("n1", "released", "operator", (), None, T0 + 10)
+    p.table.apply(released, 0, 99)
+    assert await batch(p, rec(NAMES.failover_decisions, "job-1", d)) == []
+    assert metric(registry, "duplicates_total", source="decision") == 1
+    assert metric(registry, "stale_total", source="decision") == 0
