@@ -341,7 +341,9 @@ async def test_unreadable_operator_commands_are_logged_where_and_why(
     bad_cmd = rec(NAMES.operators_audit, "n1", cmd.to_dict() | {"reason": ""})
     await batch(p, bad_cmd)
     first, second = logged(caplog)[-2:]
-    assert first.startswith(f"unreadable operator command at {bad_json.where} skipped: ")
+    assert first.startswith(
+        f"unreadable operator command at {bad_json.where} skipped: value: not valid JSON"
+    )
     assert second == (
         f"unreadable validate command at {bad_cmd.where} skipped: reason: must not be empty"
     )
