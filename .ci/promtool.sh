@@ -4,6 +4,7 @@
 # Installs the package when promtool is missing, then runs
 #   promtool check rules  deploy/prometheus/alerts.yml
 #   promtool check config deploy/prometheus/prometheus.yml   (checks the rule files it loads too)
+#   promtool test rules deploy/prometheus/tests/*.yml         (alert rule unit tests)
 # The same package's `prometheus` binary serves tests/integration/test_metrics.py's real-server test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,3 +31,4 @@ fi
 promtool --version 2>&1 | head -1
 promtool check rules deploy/prometheus/alerts.yml
 promtool check config deploy/prometheus/prometheus.yml
+promtool test rules deploy/prometheus/tests/*.yml

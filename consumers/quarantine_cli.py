@@ -1,4 +1,5 @@
-"""`gpufailover quarantine`: run the service; `release NODE`, `reset-breaker` for operators."""
+"""`gpufailover quarantine`: run the service; `release NODE`, `validate NODE`, `reset-breaker`
+for operators."""
 
 from __future__ import annotations
 
@@ -32,6 +33,15 @@ def register(subparsers: Any) -> None:
     )
     add_target_arguments(release)
     release.set_defaults(func=cmd_release)
+    validate = actions.add_parser(
+        "validate",
+        help="run the validation command on a quarantined node (via its agent); pass releases "
+        "it only if the policy's auto_release is on (docs/node-lifecycle.md)",
+    )
+    validate.add_argument("node", help="the quarantined node to validate")
+    validate.add_argument("--reason", required=True, help="why (kept in the audit record)")
+    add_target_arguments(validate)
+    validate.set_defaults(func=cmd_validate)
     reset = actions.add_parser(
         "reset-breaker", help="tell the running service to close its tripped circuit breaker"
     )
@@ -67,6 +77,17 @@ def cmd_release(args: argparse.Namespace) -> int:
             security=target_security(args),
             force=args.force,
         )
+    )
+    print(message, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from consumers.quarantine.commands import validate_node
+
+    bootstrap, names = target(args)
+    code, message = asyncio.run(
+        validate_node(bootstrap, names, args.node, args.reason, security=target_security(args))
     )
     print(message, file=sys.stderr if code else sys.stdout)
     return code

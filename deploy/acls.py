@@ -71,7 +71,13 @@ _INTERNAL = (
 )
 
 ROLES: tuple[Role, ...] = (
-    Role("agent", "GPU node agent", writes=("gpu.xid", "gpu.health")),
+    # The agent reads validation requests (it runs only its own node's) and reports results.
+    Role(
+        "agent",
+        "GPU node agent",
+        reads=("nodes.validate",),
+        writes=("gpu.xid", "gpu.health", "nodes.validation-results"),
+    ),
     Role("scheduler", "scheduler hooks (`gpufailover publish`)", writes=("jobs.events",)),
     Role("telemetry", "training-script telemetry client", writes=("training.telemetry",)),
     # Reads jobs.events once at start (no group) so that a restart sends nothing twice.
@@ -110,8 +116,9 @@ ROLES: tuple[Role, ...] = (
             "failover.alerts",
             "nodes.quarantine",
             "operators.audit",
+            "nodes.validation-results",
         ),
-        writes=("nodes.quarantine", "failover.alerts"),
+        writes=("nodes.quarantine", "failover.alerts", "nodes.validate"),
         groups=("gpufailover-quarantine",),
         transactional_ids=("gpufailover-quarantine",),
     ),
@@ -138,7 +145,7 @@ ROLES: tuple[Role, ...] = (
     ),
     Role(
         "operator",
-        "people: `quarantine release`, `reset-breaker`, `status`, `audit`",
+        "people: `quarantine release`, `validate`, `reset-breaker`, `status`, `audit`",
         reads=("nodes.quarantine", "jobs.status", "operators.audit", "failover.alerts"),
         # A release goes to nodes.quarantine and operators.audit in one transaction; a
         # breaker reset is an operators.audit record, which only this role may write.

@@ -152,6 +152,27 @@ def build() -> gd.Dashboard:
     )
     d = d.with_panel(
         _stat(
+            "Lemon nodes",
+            "Quarantined nodes marked lemon (quarantined lemon_count times within the policy's "
+            "window): never auto-released; only `gpufailover quarantine release` returns one.",
+            Q("max(gpufailover_quarantine_lemon_nodes)"),
+            red_at=1,
+        )
+    )
+    d = d.with_panel(
+        _stat(
+            "Validation failures (24h)",
+            "Node validations that failed in the last 24 hours: those nodes stay quarantined, "
+            "the output is in their nodes.quarantine record (validation.output).",
+            Q(
+                "sum(increase(gpufailover_quarantine_validation_steps_total"
+                '{outcome="failed"}[24h]))'
+            ),
+            red_at=1,
+        )
+    )
+    d = d.with_panel(
+        _stat(
             "Agents reporting",
             "Node agents whose heartbeat is under a minute old.",
             Q("count(time() - gpufailover_agent_heartbeat_timestamp_seconds < 60)"),
@@ -197,6 +218,19 @@ def build() -> gd.Dashboard:
                 "quarantined {{reason}} ({{mode}})",
             ),
             Q(f"sum(increase(gpufailover_quarantine_releases_total[{RATE}]))", "released"),
+        )
+    )
+    d = d.with_panel(
+        _series(
+            "Validations",
+            "Node validations per interval by outcome: requests started, passed (awaiting an "
+            "operator, or held: a lemon), released, failed (the node stays quarantined with the "
+            "output on nodes.quarantine), refused.",
+            Q(
+                "sum by (source, outcome) "
+                f"(increase(gpufailover_quarantine_validation_steps_total[{RATE}]))",
+                "{{source}}: {{outcome}}",
+            ),
         )
     )
     d = d.with_panel(

@@ -65,6 +65,16 @@ _DECLARED: tuple[TopicSpec, ...] = (
     TopicSpec("training.telemetry", Key.JOB_ID, 3 * _DAY_MS, "training progress", dlq=True),
     TopicSpec("failover.decisions", Key.JOB_ID, 30 * _DAY_MS, "classified job failures", dlq=True),
     TopicSpec("nodes.quarantine", Key.NODE, None, "current quarantine per node", dlq=True),
+    # The validation gate (docs/node-lifecycle.md): requests for each node's agent (compacted:
+    # an agent that starts finds its node's latest request) and what the agents report back.
+    TopicSpec("nodes.validate", Key.NODE, None, "validation requests per node"),
+    TopicSpec(
+        "nodes.validation-results",
+        Key.NODE,
+        30 * _DAY_MS,
+        "validation results and repair signals from node agents",
+        dlq=True,
+    ),
     TopicSpec("jobs.requeue", Key.JOB_ID, 7 * _DAY_MS, "requeue requests"),
     TopicSpec("jobs.status", Key.JOB_ID, None, "latest failover status per job"),
     TopicSpec("failover.alerts", Key.JOB_ID, 30 * _DAY_MS, "alerts for operators"),
@@ -184,6 +194,14 @@ class TopicNames:
     @property
     def nodes_quarantine(self) -> str:
         return self.name("nodes.quarantine")
+
+    @property
+    def nodes_validate(self) -> str:
+        return self.name("nodes.validate")
+
+    @property
+    def validation_results(self) -> str:
+        return self.name("nodes.validation-results")
 
     # Outputs
     @property

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from producers import validation_gate
 from producers.agent_config import AgentSettings, add_arguments, settings_from_args
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ def register(subparsers: Any) -> None:
         "events and health-condition changes, keyed by node. Runs until SIGTERM/SIGINT.",
     )
     add_arguments(parser)
+    validation_gate.add_arguments(parser)
     parser.set_defaults(func=cmd_agent)
 
 
@@ -41,6 +43,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
         prefix = default_prefix() if settings.topic_prefix is None else settings.topic_prefix
         topics = TopicNames(prefix)
+        gate = validation_gate.gate_settings(args, settings.source)
     except ValueError as exc:
         _err(f"error: {exc}")
         return EXIT_BAD_ARGS
@@ -59,12 +62,14 @@ def cmd_agent(args: argparse.Namespace) -> int:
         _err(f"{exc} (--spool-dir sets where it is; 'none' keeps events in memory only)")
         return 1
     try:
-        return _with_spool(settings, topics, metrics, spool)
+        return _with_spool(settings, topics, metrics, spool, gate)
     finally:
         spool.close()
 
 
-def _with_spool(settings: AgentSettings, topics: Any, metrics: Any, spool: Any) -> int:
+def _with_spool(
+    settings: AgentSettings, topics: Any, metrics: Any, spool: Any, gate: Any = None
+) -> int:
     from producers.nvml_source import NvmlError, NvmlUnavailable
 
     if len(spool):
@@ -85,7 +90,7 @@ def _with_spool(settings: AgentSettings, topics: Any, metrics: Any, spool: Any) 
 
     try:
         serve_metrics(metrics, settings.metrics_port, settings.metrics_host)
-        return asyncio.run(_run(settings, topics, metrics, sources, spool, cursor))
+        return asyncio.run(_run(settings, topics, metrics, sources, spool, cursor, gate))
     except OSError as exc:
         _err(f"cannot serve metrics on port {settings.metrics_port}: {exc}")
         return 1
@@ -175,6 +180,7 @@ async def _run(
     sources: list[Any],
     spool: Any,
     cursor: Any,
+    gate: Any = None,
 ) -> int:
     from gpufailover.kafka import make_producer
     from gpufailover.settings import default_bootstrap
@@ -209,6 +215,18 @@ async def _run(
         topics.gpu_health,
         spool.where,
     )
-    status = await agent.run(sources)
+    if gate is not None and gate.enabled:  # the validation gate: producers/validation_gate.py
+        follower = validation_gate.ValidationGate(
+            settings.node,
+            topics,
+            lambda item: publisher.accept([item]),
+            validation_gate.make_runner(gate),
+        )
+        run = agent.run(sources)
+        status = await validation_gate.run_agent_with_gate(
+            run, agent.stop, follower, bootstrap, settings.security
+        )
+    else:
+        status = await agent.run(sources)
     log.info("agent stopped (exit %d)", status)
     return status

@@ -18,7 +18,8 @@ from schemas.errors import SchemaError
 
 RELEASE = "release"
 BREAKER_RESET = "breaker-reset"
-KINDS = frozenset({RELEASE, BREAKER_RESET})
+VALIDATE = "validate"  # key: the node; the quarantine service starts its validation
+KINDS = frozenset({RELEASE, BREAKER_RESET, VALIDATE})
 MAX_REASON = 1024
 
 

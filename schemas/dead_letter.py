@@ -46,6 +46,7 @@ OWNERS: dict[str, str] = {
     "failover.decisions": "jobstatus",  # also read by quarantine and requeue
     "failover.quarantine-requests": "quarantine",
     "failover.alerts": "quarantine",
+    "nodes.validation-results": "quarantine",
 }
 
 # Size bounds. orjson writes at most 6 bytes per byte of text (a control character becomes

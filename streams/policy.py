@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from schemas.health import CONDITIONS
+from schemas.quarantine import HISTORY_MAX
 
 EVIDENCE_CLASSES = ("hardware", "software", "transient", "precursor", "ignore")
 _REQUIRED_INT_KEYS = (
@@ -50,6 +51,16 @@ class Policy:
     # max_evidence_per_node): a termination read this much later than the node's signals
     # (a job agent down or rebalancing while the node side goes on) still finds it.
     evidence_retention_ms: int = 172_800_000
+    # Node lifecycle (consumers/quarantine/lifecycle.py, docs/node-lifecycle.md): a node
+    # quarantined `lemon_count` times within `lemon_window` is a lemon (only an operator may
+    # release it); a passed validation releases a node only with `auto_release`; an agent's
+    # restart triggers a validation only with `validate_on_repair`, at most
+    # `max_validations_per_episode` per quarantine episode (operator requests included).
+    lemon_count: int = 3
+    lemon_window_ms: int = 604_800_000
+    auto_release: bool = False
+    validate_on_repair: bool = False
+    max_validations_per_episode: int = 3
 
     @property
     def retention_ms(self) -> int:
@@ -136,6 +147,7 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
         raise PolicyError(
             f"{source}: evidence_retention_s must be a positive integer, got {retention_s!r}"
         )
+    lifecycle = _lifecycle_keys(data, source)
     return Policy(
         lookback_ms=ints["lookback_s"] * 1000,
         grace_ms=ints["grace_s"] * 1000,
@@ -150,7 +162,30 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
         straggler_ratio=float(ratio),
         straggler_min_samples=min_samples,
         evidence_retention_ms=retention_s * 1000,
+        **lifecycle,
     )
+
+
+def _lifecycle_keys(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """The optional node-lifecycle keys, checked; Policy's field names -> values."""
+    out: dict[str, Any] = {}
+    for key, field_name, default, factor in (
+        ("lemon_count", "lemon_count", 3, 1),
+        ("lemon_window_s", "lemon_window_ms", 604_800, 1000),
+        ("max_validations_per_episode", "max_validations_per_episode", 3, 1),
+    ):
+        v = data.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise PolicyError(f"{source}: {key} must be a positive integer, got {v!r}")
+        out[field_name] = v * factor
+    if out["lemon_count"] > HISTORY_MAX:
+        raise PolicyError(f"{source}: lemon_count must be <= {HISTORY_MAX}")
+    for key in ("auto_release", "validate_on_repair"):
+        flag = data.get(key, False)
+        if not isinstance(flag, bool):
+            raise PolicyError(f"{source}: {key} must be true or false, got {flag!r}")
+        out[key] = flag
+    return out
 
 
 def load_policy(path: str | Path | None = None) -> Policy:

@@ -14,6 +14,7 @@ PUBLISH_TIMEOUT_S = 30  # longer than any of these runs may take: failing fast i
 KAFKA_COMMANDS: dict[str, tuple[str, ...]] = {
     "status": ("status", "job-1"),
     "quarantine-release": ("quarantine", "release", "gpu-1", "--reason", "test"),
+    "quarantine-validate": ("quarantine", "validate", "gpu-1", "--reason", "test"),
     "quarantine-reset-breaker": ("quarantine", "reset-breaker", "--reason", "test"),
     "audit": ("audit",),
     "explain": ("explain", "job-1"),

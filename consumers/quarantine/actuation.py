@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from consumers.quarantine.actuator import QUARANTINE, RELEASE
-from consumers.quarantine.table import QUARANTINED
+from consumers.quarantine.table import RELEASED
 from schemas.quarantine import QuarantineRecord
 
 
@@ -47,7 +47,12 @@ class Owed:
 
     @property
     def action(self) -> str:
-        return QUARANTINE if self.record.state == QUARANTINED else RELEASE
+        return action_of(self.record)
+
+
+def action_of(record: QuarantineRecord) -> str:
+    """Quarantined and validating nodes stay drained: only a release resumes one."""
+    return RELEASE if record.state == RELEASED else QUARANTINE
 
 
 class ActuationQueue:
@@ -55,7 +60,7 @@ class ActuationQueue:
         self.backoff = backoff
         self._owed: dict[str, Owed] = {}  # node -> its latest desired state not yet actuated
         self._next_offset: dict[int, int] = {}  # partition -> offset after the last one read
-        self._done: dict[str, str] = {}  # node -> state last actuated by this process
+        self._done: dict[str, str] = {}  # node -> action last actuated by this process
 
     def read(self, partition: int, offset: int, record: QuarantineRecord | None) -> None:
         """A record read from `nodes.quarantine` (None: a tombstone or unreadable, nothing to do).
@@ -66,7 +71,7 @@ class ActuationQueue:
         if record is None:
             return
         node = record.node
-        if self._done.get(node) == record.state:
+        if self._done.get(node) == action_of(record):
             self._owed.pop(node, None)  # already in that state: nothing (left) to do
             return
         self._owed[node] = Owed(record, partition, offset)
@@ -84,7 +89,7 @@ class ActuationQueue:
         node = owed.record.node
         if self._owed.get(node) is owed:
             del self._owed[node]
-        self._done[node] = owed.record.state
+        self._done[node] = owed.action
 
     def failed(self, owed: Owed, now_ms: int) -> int:
         """Schedule the retry; the delay in ms."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from consumers.quarantine import k8s_node as kn
 from consumers.quarantine.actuator import QUARANTINE, RELEASE
-from consumers.quarantine.table import QUARANTINED
+from consumers.quarantine.table import RELEASED
 from consumers.runtime.records import now_ms
 from schemas.quarantine import QuarantineRecord
 
@@ -146,7 +146,7 @@ class KubernetesActuator:
         async for obj in self.client.list(Node):
             node = kn.NodeView.from_node(obj)
             record = desired(node.name)
-            if record is not None and record.state == QUARANTINED:
+            if record is not None and record.state != RELEASED:  # validating: still drained
                 if not kn.already_applied(node, record, self.taint):
                     log.warning("kubernetes reconcile: %s is quarantined but lacks our marks: "
                                 "applying them", node.name)  # fmt: skip

@@ -24,7 +24,7 @@ from consumers.quarantine.actuator_scontrol import (
     show_nodes,
     state_flags,
 )
-from consumers.quarantine.table import QUARANTINED
+from consumers.quarantine.table import RELEASED
 from schemas.quarantine import QuarantineRecord
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class SlurmActuator:
         for node in await show_nodes():
             name = node.get("NodeName", "")
             record = desired(name)
-            wanted = record is not None and record.state == QUARANTINED
+            wanted = record is not None and record.state != RELEASED  # validating: drained
             if record is not None and wanted and not is_unavailable(node):
                 log.warning("slurm reconcile: %s is quarantined but %s: draining it", name,
                             node.get("State"))  # fmt: skip

@@ -7,6 +7,9 @@ Every value is a JSON object with `schema_version` and a `kind`; the key says wh
 | `breaker`       | `breaker`            | the service: its breaker state            |
 | node name       | `quarantine-refused` | the service, while the breaker is tripped |
 | node name       | `dry-run`            | the service, with `--dry-run`             |
+| node name       | `lemon`              | the service: a lemon node was quarantined |
+| node name       | `validation`         | the service: a validation failed, was     |
+|                 |                      | refused, or passed on a lemon (held)      |
 
 Records of other kinds (dead letters, the classifier's alerts) are not the service's business.
 Breaker resets (`ResetCommand`, key `breaker-reset`) come from `operators.audit`, which only
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from consumers.quarantine.breaker import BreakerConfig, BreakerState
+from consumers.quarantine.lifecycle import LifecyclePolicy, Step
 from schemas import _fields as f
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -29,6 +33,8 @@ KIND_BREAKER = "breaker"
 KIND_RESET = "breaker-reset"
 KIND_REFUSED = "quarantine-refused"
 KIND_DRY_RUN = "dry-run"
+KIND_LEMON = "lemon"
+KIND_VALIDATION = "validation"
 
 
 def breaker_alert(
@@ -121,5 +127,31 @@ def dry_run_alert(
         "node": record.node,
         "command": command,
         "record": record.to_dict(),
+        "ts_ms": ts_ms,
+    }
+
+
+def lemon_alert(record: QuarantineRecord, lp: LifecyclePolicy, ts_ms: int) -> dict[str, Any]:
+    return {
+        "schema_version": f.SCHEMA_VERSION,
+        "kind": KIND_LEMON,
+        "node": record.node,
+        "quarantines_in_window": len(record.history),
+        "history": list(record.history),
+        "lemon_count": lp.lemon_count,
+        "lemon_window_ms": lp.lemon_window_ms,
+        "record": record.to_dict(),
+        "ts_ms": ts_ms,
+    }
+
+
+def validation_alert(node: str, step: Step, ts_ms: int) -> dict[str, Any]:
+    return {
+        "schema_version": f.SCHEMA_VERSION,
+        "kind": KIND_VALIDATION,
+        "node": node,
+        "outcome": step.outcome,
+        "detail": step.detail,
+        "record": None if step.record is None else step.record.to_dict(),
         "ts_ms": ts_ms,
     }

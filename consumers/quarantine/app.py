@@ -91,6 +91,7 @@ async def run_quarantine(
         dry_run=settings.dry_run,
         sync=lambda: tail.sync(SYNC_TIMEOUT_S),
         bounds=EventTimeBounds.from_env(live=True),
+        lifecycle_policy=settings.lifecycle,
     )
     async with tail:
         await tail.sync(SYNC_TIMEOUT_S)
@@ -108,7 +109,12 @@ async def run_quarantine(
             bootstrap=common.bootstrap,
             group_id=common.group_id,
             transactional_id=common.transactional_id,
-            topics=(names.quarantine_requests, names.failover_decisions, names.operators_audit),
+            topics=(
+                names.quarantine_requests,
+                names.failover_decisions,
+                names.operators_audit,
+                names.validation_results,
+            ),
             names=names,
             security=common.security,
         )

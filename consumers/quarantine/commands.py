@@ -1,10 +1,12 @@
-"""The operator commands' Kafka side: release a node, reset the breaker; both audited.
+"""The operator commands' Kafka side: release a node, validate it, reset the breaker; all
+audited.
 
 Every command is appended to `operators.audit` with the principal that sent it and its reason.
 A release is a `released` record on `nodes.quarantine` and its audit record, written in one
 transaction (there is no release without its audit record). A breaker reset IS its audit
 record: the quarantine service obeys resets from `operators.audit` only, which only the
-`operator` role may write (deploy/acls.py).
+`operator` role may write (deploy/acls.py). A validate command is one too: the service
+moves the node to `validating` and asks its agent (docs/node-lifecycle.md).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from consumers.runtime.records import now_ms
 from deploy.topics import TopicNames
 from gpufailover.cli_errors import EXIT_WRONG_STATE
 from gpufailover.security import PLAINTEXT, KafkaSecurity, operator_identity
-from schemas.audit import BREAKER_RESET, RELEASE, OperatorCommand
+from schemas.audit import BREAKER_RESET, RELEASE, VALIDATE, OperatorCommand
 from schemas.codec import dumps, loads
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -71,7 +73,9 @@ async def release_node(
         )
     ts = now_ms()
     audit = audit_record(RELEASE, node, reason, security, ts)
-    record = QuarantineRecord(node, RELEASED, "operator", (), None, ts)
+    # The history goes on with the release: the next quarantine still counts to the lemon rule.
+    history = current.history if current is not None else ()
+    record = QuarantineRecord(node, RELEASED, "operator", (), None, ts, history=history)
     value = record.to_dict() | {"detail": reason, "operator": audit.principal}
     [(partition, offset), _] = await publish_atomically(
         bootstrap,
@@ -85,6 +89,32 @@ async def release_node(
     return (
         0,
         f"released {node} as {audit.principal}: {names.nodes_quarantine}[{partition}]@{offset}",
+    )
+
+
+async def validate_node(
+    bootstrap: str,
+    names: TopicNames,
+    node: str,
+    reason: str,
+    *,
+    security: KafkaSecurity = PLAINTEXT,
+) -> tuple[int, str]:
+    """Ask the quarantine service to validate a quarantined node: an audit record it obeys;
+    (exit code, message)."""
+    current = await current_state(bootstrap, names, node, security=security)
+    if current is None or current.state != QUARANTINED:
+        state = "unknown" if current is None else current.state
+        return 1, f"gpufailover quarantine validate: {node} is not quarantined ({state})"
+    audit = audit_record(VALIDATE, node, reason, security, now_ms())
+    topic = names.operators_audit
+    partition, offset = await publish(
+        bootstrap, topic, node, dumps(audit.to_dict()), security=security
+    )
+    return (
+        0,
+        f"validation of {node} requested as {audit.principal}: {topic}[{partition}]@{offset} "
+        f"(the running service starts it; see {names.nodes_quarantine})",
     )
 
 

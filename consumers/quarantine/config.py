@@ -15,6 +15,7 @@ from consumers.quarantine.k8s_node import (
     KubernetesSettings,
     TaintSpec,
 )
+from consumers.quarantine.lifecycle import LifecyclePolicy
 from consumers.runtime.config import CommonSettings, add_common_arguments, flag
 from gpufailover import settings as env
 
@@ -32,6 +33,8 @@ class QuarantineSettings:
     actuator_log: Path | None = None
     actuator_backoff: Backoff = field(default_factory=Backoff)
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    # Lemon rule, auto-release, repair trigger and validation cap: the policy file's keys.
+    lifecycle: LifecyclePolicy = field(default_factory=LifecyclePolicy)
 
     @staticmethod
     def from_env_and_args(args: argparse.Namespace | None = None) -> QuarantineSettings:
@@ -70,6 +73,7 @@ class QuarantineSettings:
             )
             backoff = Backoff(first_ms=int(first_s * 1000), max_ms=int(max_s * 1000))
             kubernetes = _kubernetes_settings(args)
+            lifecycle = _lifecycle_policy(args)
         except ValueError as exc:
             raise SystemExit(str(exc)) from None
         actuator = flag(args, "actuator", env.env_str(f"{_E}ACTUATOR", "log"))
@@ -84,7 +88,15 @@ class QuarantineSettings:
             actuator_log=Path(log_path) if log_path else None,
             actuator_backoff=backoff,
             kubernetes=kubernetes,
+            lifecycle=lifecycle,
         )
+
+
+def _lifecycle_policy(args: argparse.Namespace | None) -> LifecyclePolicy:
+    from streams.policy import load_policy
+
+    path = flag(args, "policy", env.env_str("GPUFAILOVER_POLICY", ""))
+    return LifecyclePolicy.from_policy(load_policy(path or None))  # PolicyError: a ValueError
 
 
 def _kubernetes_settings(args: argparse.Namespace | None) -> KubernetesSettings:
@@ -121,6 +133,11 @@ def read_inventory(path: str) -> frozenset[str] | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser, SERVICE)
+    parser.add_argument(
+        "--policy",
+        help="policy JSON file: its lemon_*, auto_release, validate_on_repair and "
+        "max_validations_per_episode keys (env GPUFAILOVER_POLICY; default: the shipped policy)",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",

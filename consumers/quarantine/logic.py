@@ -9,6 +9,11 @@ latest release (`ts_ms` of the `released` record) is stale and left alone too, s
 redelivered after a release does not quarantine the node again, before or after a restart (the
 table is rebuilt from `nodes.quarantine`). Writing the record is all this stage does: the
 actuation stage (`actuation_loop.py`) carries it out once it is committed.
+
+The node lifecycle (`lifecycle.py`, docs/node-lifecycle.md) runs here too: a new quarantine
+counts towards the lemon rule; an operator's `validate` command (on `operators.audit`) or an
+agent's repair signal (on `nodes.validation-results`) moves a quarantined node to
+`validating` and asks its agent on `nodes.validate`; the agent's result moves it on.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumers.quarantine import alerts, breaker
+from consumers.quarantine import alerts, breaker, lifecycle
 from consumers.quarantine.actuator import QUARANTINE, Actuator
 from consumers.quarantine.breaker import CAUSE_UNKNOWN_NODE, BreakerConfig, BreakerState
 from consumers.quarantine.metrics import QuarantineMetrics
@@ -26,10 +31,11 @@ from consumers.quarantine.table import QUARANTINED, RELEASED, QuarantineTable
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
 from deploy.topics import TopicNames
+from schemas.audit import VALIDATE, OperatorCommand
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
-from schemas.quarantine import QuarantineRecord
+from schemas.quarantine import KIND_REPAIR, QuarantineRecord, ValidationResult
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +66,10 @@ class QuarantineProcessor:
         sync: Callable[[], Awaitable[None]] | None = None,
         bounds: EventTimeBounds | None = None,
         clock: Callable[[], int] = now_ms,
+        lifecycle_policy: lifecycle.LifecyclePolicy | None = None,
     ) -> None:
         self.names, self.cfg, self.table, self.actuator = names, cfg, table, actuator
+        self.lifecycle = lifecycle_policy or lifecycle.LifecyclePolicy()
         self.metrics, self.group, self.dry_run, self._sync = metrics, group, dry_run, sync
         # Requests and decisions out of the event-time bounds are refused (dead-lettered or,
         # for decisions, counted and skipped): schemas.event_time. None: unit tests.
@@ -101,6 +109,10 @@ class QuarantineProcessor:
             decision = Decision.from_dict(value)
             self._check_time("decided_ts_ms", decision.decided_ts_ms)
             return self._on_decision(decision)
+        if rec.topic == self.names.validation_results:
+            result = ValidationResult.from_dict(value)
+            self._check_time("ts_ms", result.ts_ms)
+            return self._on_agent_report(result)
         raise SchemaError("topic", f"not an input of the quarantine service: {rec.topic!r}")
 
     async def committed(self, acks: Sequence[Ack]) -> None:
@@ -195,14 +207,98 @@ class QuarantineProcessor:
             self._staged.dry[node] = now
             command = self.actuator.command(QUARANTINE, record)
             return [self._alert(node, alerts.dry_run_alert(QUARANTINE, record, command, now))]
+        record = lifecycle.new_episode(self._current(node), record, self.lifecycle)
         self._staged.writes[node] = record
         self._staged.arrived[node] = now
         log.info("quarantining %s (%s, job %s)", node, record.reason, record.job_id)
-        return [Output.json(self.names.nodes_quarantine, node, record.to_dict())]
+        out = [Output.json(self.names.nodes_quarantine, node, record.to_dict())]
+        if record.lemon:
+            self._count(self.metrics.lemons.inc)
+            log.warning(
+                "%s is a LEMON: quarantined %d times within %d s; only an operator may release it",
+                node,
+                len(record.history),
+                self.lifecycle.lemon_window_ms // 1000,
+            )
+            out.append(self._alert(node, alerts.lemon_alert(record, self.lifecycle, now)))
+        return out
+
+    # -- the validation gate -------------------------------------------------------------------
+    def _on_validate_command(self, rec: InRecord, value: Any) -> list[Output]:
+        command = OperatorCommand.from_dict(value)
+        # The audit record's coordinates name the request: a redelivered command is the
+        # same request, which the state machine takes once.
+        step = lifecycle.request_validation(
+            self._current(command.target),
+            request_id=f"operator-{rec.partition}-{rec.offset}",
+            trigger="operator",
+            reason=command.reason,
+            ts_ms=command.ts_ms,
+            lp=self.lifecycle,
+        )
+        return self._step(command.target, "operator", step)
+
+    def _on_agent_report(self, report: ValidationResult) -> list[Output]:
+        current = self._current(report.node)
+        if report.kind == KIND_REPAIR:
+            step = lifecycle.request_validation(
+                current,
+                request_id=f"repair-{report.ts_ms}",
+                trigger="repair",
+                reason="the node's agent restarted",
+                ts_ms=report.ts_ms,
+                lp=self.lifecycle,
+            )
+            return self._step(report.node, "repair", step)
+        step = lifecycle.take_result(current, report, self.lifecycle)
+        return self._step(report.node, "result", step)
+
+    def _step(self, node: str, source: str, step: lifecycle.Step) -> list[Output]:
+        self._count(
+            lambda: self.metrics.validation_steps.labels(source=source, outcome=step.outcome).inc()
+        )
+        if step.record is None:
+            log.info("validation of %s (%s): %s, %s", node, source, step.outcome, step.detail)
+            if source == "operator" and step.outcome != lifecycle.DUPLICATE:
+                return [self._alert(node, alerts.validation_alert(node, step, self.clock()))]
+            return []
+        if self.dry_run:
+            log.info("dry run: validation of %s would be %s: %s", node, step.outcome, step.detail)
+            return []
+        log.info(
+            "validation of %s (%s): %s -> %s: %s",
+            node,
+            source,
+            step.outcome,
+            step.record.state,
+            step.detail,
+        )
+        self._staged.writes[node] = step.record
+        out = [Output.json(self.names.nodes_quarantine, node, step.record.to_dict())]
+        if step.request is not None:
+            out.append(Output.json(self.names.nodes_validate, node, step.request.to_dict()))
+        if step.outcome in (lifecycle.FAILED, lifecycle.LEMON_HELD):
+            out.append(self._alert(node, alerts.validation_alert(node, step, self.clock())))
+        return out
+
+    def _current(self, node: str) -> QuarantineRecord | None:
+        staged = self._staged.writes.get(node)
+        return staged if staged is not None else self.table.get(node)
 
     def _on_operator_command(self, rec: InRecord) -> list[Output]:
         if rec.key_str() != alerts.RESET_KEY:
-            return []  # not addressed to this service
+            try:
+                value = rec.json()
+            except SchemaError as exc:  # operators.audit has no dead letters: say so, go on
+                log.warning("unreadable operator command at %s skipped: %s", rec.where, exc)
+                return []
+            if isinstance(value, dict) and value.get("kind") == VALIDATE:
+                try:
+                    return self._on_validate_command(rec, value)
+                except SchemaError as exc:
+                    log.warning("unreadable validate command at %s skipped: %s", rec.where, exc)
+                    return []
+            return []  # not addressed to this service (a release: read from the table)
         value = rec.json()
         if not isinstance(value, dict) or value.get("kind") != alerts.KIND_RESET:
             return []  # e.g. a dead letter of a bad reset command: already reported
@@ -222,7 +318,7 @@ class QuarantineProcessor:
     def _is_quarantined(self, node: str) -> bool:
         staged = self._staged.writes.get(node)
         if staged is not None:
-            return staged.state == QUARANTINED
+            return staged.state != RELEASED
         return self.table.is_quarantined(node) or node in self.dry or node in self._staged.dry
 
     def _arrivals(self) -> dict[str, int]:
@@ -256,6 +352,7 @@ class QuarantineProcessor:
     def _gauges(self) -> None:
         self.metrics.breaker_tripped.set(1 if self.breaker.tripped else 0)
         self.metrics.nodes_quarantined.set(len(self.table.quarantined()))
+        self.metrics.lemon_nodes.set(len(self.table.lemons()))
         times = self._arrivals().values()
         in_window = breaker.count_in_window(self.cfg, self.breaker, self.clock(), times)
         self.metrics.window_nodes.set(in_window)

@@ -31,6 +31,9 @@ class QuarantineMetrics:
     actuator_calls: Counter  # labels: action
     actuator_errors: Counter  # labels: action
     actuations_owed: Gauge
+    lemons: Counter
+    lemon_nodes: Gauge
+    validation_steps: Counter  # labels: source (operator|repair|result), outcome (lifecycle.py)
 
     @staticmethod
     def create(registry: CollectorRegistry | None = None) -> QuarantineMetrics:
@@ -81,6 +84,21 @@ class QuarantineMetrics:
             actuations_owed=Gauge(
                 f"{_P}_actuations_owed",
                 "Desired states on nodes.quarantine not actuated yet (failing ones included)",
+                registry=r,
+            ),
+            lemons=Counter(
+                f"{_P}_lemons_total",
+                "Quarantines of nodes that the lemon rule marks lemon",
+                registry=r,
+            ),
+            lemon_nodes=Gauge(
+                f"{_P}_lemon_nodes", "Nodes out of service and marked lemon", registry=r
+            ),
+            validation_steps=Counter(
+                f"{_P}_validation_steps_total",
+                "Validation requests and results by source and outcome (failed: the node "
+                "stays quarantined)",
+                ["source", "outcome"],
                 registry=r,
             ),
         )

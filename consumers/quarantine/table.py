@@ -14,6 +14,7 @@ from schemas.codec import loads
 from schemas.quarantine import QuarantineRecord
 
 QUARANTINED = "quarantined"
+VALIDATING = "validating"  # still out of service: the validation runs on a drained node
 RELEASED = "released"
 
 OnChange = Callable[[QuarantineRecord | None, QuarantineRecord], None]
@@ -52,7 +53,7 @@ class QuarantineTable:
         previous = self._latest.get(record.node)
         self._latest[record.node] = (position, record)
         self._deleted.pop(record.node, None)
-        if record.state == QUARANTINED:
+        if record.state == QUARANTINED and record.validation is None:  # a new episode
             self.quarantined_at[record.node] = record.ts_ms
             self.arrived_at[record.node] = now_ms() if arrived_ms is None else arrived_ms
         if self.on_change is not None:
@@ -71,10 +72,15 @@ class QuarantineTable:
 
     def is_quarantined(self, node: str) -> bool:
         record = self.get(node)
-        return record is not None and record.state == QUARANTINED
+        return record is not None and record.state != RELEASED
 
     def quarantined(self) -> frozenset[str]:
-        return frozenset(n for n, (_, r) in self._latest.items() if r.state == QUARANTINED)
+        """Nodes out of service: quarantined or validating."""
+        return frozenset(n for n, (_, r) in self._latest.items() if r.state != RELEASED)
+
+    def lemons(self) -> frozenset[str]:
+        """Nodes out of service and marked lemon."""
+        return frozenset(n for n, (_, r) in self._latest.items() if r.state != RELEASED and r.lemon)
 
     def nodes(self) -> Iterable[str]:
         return self._latest.keys()

@@ -17,6 +17,7 @@ DEFAULT_FILES=(
   streams/policy.py
   consumers/jobstatus/logic.py
   consumers/quarantine/logic.py
+  consumers/quarantine/lifecycle.py
   consumers/requeue/logic.py
 )
 if [ "${1:-}" = "--fresh" ]; then

@@ -40,6 +40,8 @@ async def test_the_agent_writes_telemetry_and_nothing_else(
         n.nodes_quarantine: {"node": "gpu-2", "state": "quarantined"},
         n.operators_audit: {"kind": "breaker-reset", "reason": "forged"},
         n.quarantine_requests: {"node": "gpu-2", "state": "quarantined"},
+        # only the quarantine service asks agents to validate (docs/node-lifecycle.md)
+        n.nodes_validate: {"node": "gpu-2", "request_id": "forged", "open": True},
     }
     for topic, value in forged.items():
         with pytest.raises(TopicAuthorizationFailedError):
@@ -131,3 +133,41 @@ async def test_the_node_agent_publishes_as_the_agent_role(
     [(_, key, xid)] = seen
     assert (key, xid["xid"]) == ("gpu-17", 79)
     assert "Authenticated as agent via SCRAM-SHA-512" in agent.log_tail(200)
+
+
+async def test_the_node_agent_runs_its_validation_as_the_agent_role(
+    secure_broker: Broker, secure_names: TopicNames, tmp_path: Path
+) -> None:
+    """The agent role may read nodes.validate and answer on nodes.validation-results: a
+    request the quarantine role writes is run and answered (docs/node-lifecycle.md)."""
+    import asyncio
+    import shlex
+    import sys
+    import time
+
+    from schemas.quarantine import ValidationRequest
+    from tests.integration.kafka_io import Service
+
+    b, n = secure_broker.bootstrap, secure_names
+    (tmp_path / "kern.log").touch()
+    command = shlex.join([sys.executable, "-c", "print('diag ok')"])
+    args = [
+        "agent", "--source", f"file:{tmp_path / 'kern.log'}", "--node", "gpu-17",
+        "--bootstrap", b, "--topic-prefix", n.prefix, "--spool-dir", "none",
+        "--validate-command", command,
+    ]  # fmt: skip
+    request = ValidationRequest("gpu-17", "operator-0-0", "operator", "test", True, 1)
+    quarantine = secure_broker.security("quarantine")
+    await produce_as(b, quarantine, [(n.nodes_validate, "gpu-17", request.to_dict())])
+    with Service(args, tmp_path / "agent.log", role_env(secure_broker, "agent")) as agent:
+        deadline = time.monotonic() + 60
+        while not [
+            v
+            for _, _, v in await read_all(b, secure_broker.security(), [n.validation_results])
+            if v.get("kind") == "result"
+        ]:
+            assert time.monotonic() < deadline, agent.log_tail()
+            await asyncio.sleep(0.5)  # a poll interval with a deadline, not a fixed wait
+    seen = await read_all(b, secure_broker.security(), [n.validation_results])
+    kinds = sorted((k, v["kind"], v.get("result")) for _, k, v in seen)
+    assert kinds == [("gpu-17", "repair", None), ("gpu-17", "result", "pass")]

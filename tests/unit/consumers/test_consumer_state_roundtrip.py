@@ -24,7 +24,7 @@ from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.records import InRecord
 from schemas.codec import dumps
 from schemas.jobs import JobEvent
-from schemas.quarantine import REASONS, STATES, QuarantineRecord
+from schemas.quarantine import REASONS, RESULTS, STATES, TRIGGERS, QuarantineRecord, Validation
 from tests.roundtrip import RoundTrip, assert_round_trip, canonical, named_text, records
 
 steps = records(Step, event=st.sampled_from(sorted(EVENTS)))
@@ -75,6 +75,12 @@ quarantine_records = records(
     node=st.sampled_from(["node-a", "node-b", "node-c"]),
     state=st.sampled_from(sorted(STATES)),
     reason=st.sampled_from(sorted(REASONS)),
+    validation=st.none()
+    | records(
+        Validation,
+        trigger=st.sampled_from(sorted(TRIGGERS)),
+        result=st.none() | st.sampled_from(sorted(RESULTS)),
+    ),
 )
 
 
@@ -87,7 +93,8 @@ def test_quarantine_table_rebuilt_from_topic_holds_latest_record_per_node(
         table.apply_record(rec)
     latest = {r.node: canonical(r) for r in written}
     assert {node: table.get(node) for node in table.nodes()} == latest
-    assert table.quarantined() == {n for n, r in latest.items() if r.state == "quarantined"}
+    # validating nodes are still out of service
+    assert table.quarantined() == {n for n, r in latest.items() if r.state != "released"}
 
 
 @given(st.lists(records(RequeueCommand, job_id=st.sampled_from(["job-a", "job-b"])), max_size=8))

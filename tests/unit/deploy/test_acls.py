@@ -22,11 +22,24 @@ def test_one_role_per_component() -> None:
 
 
 def test_producers_at_the_edge_write_their_topics_only() -> None:
-    assert writes("agent") == {"p.gpu.xid", "p.gpu.health"}
+    assert writes("agent") == {"p.gpu.xid", "p.gpu.health", "p.nodes.validation-results"}
     assert writes("scheduler") == {"p.jobs.events"}
     assert writes("telemetry") == {"p.training.telemetry"}
-    for role in ("agent", "scheduler", "telemetry"):
+    for role in ("scheduler", "telemetry"):
         assert all(b.operation == Operation.WRITE for b in bindings(ROLES[role], "p."))
+
+
+def test_agents_read_validation_requests_and_nothing_else() -> None:
+    reads = {
+        b.name
+        for b in bindings(ROLES["agent"], "p.")
+        if b.resource == Resource.TOPIC and b.operation == Operation.READ
+    }
+    assert reads == {"p.nodes.validate"}
+
+
+def test_only_the_quarantine_service_writes_validation_requests() -> None:
+    assert {r for r in ROLE_NAMES if "p.nodes.validate" in writes(r)} == {"quarantine"}
 
 
 def test_only_operators_write_the_audit_topic_and_only_they_and_quarantine_write_releases() -> None:

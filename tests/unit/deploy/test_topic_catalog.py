@@ -14,7 +14,9 @@ from deploy.topics import (
 
 INPUTS = {"gpu.xid", "gpu.health", "jobs.events", "training.telemetry", "nodes.quarantine",
           # read by the consumers: their bad records need a dead-letter topic too
-          "failover.decisions", "failover.quarantine-requests"}  # fmt: skip
+          "failover.decisions", "failover.quarantine-requests",
+          # the validation gate: agents' results, read by the quarantine service
+          "nodes.validation-results"}  # fmt: skip
 
 
 def test_every_required_topic_is_declared_once() -> None:
@@ -23,7 +25,7 @@ def test_every_required_topic_is_declared_once() -> None:
         "nodes.quarantine", "jobs.requeue", "jobs.status", "failover.alerts",
         "failover.term-by-node", "failover.node-evidence", "failover.node-signals",
         "failover.quarantine-requests",
-        "failover.ticks", "operators.audit",
+        "failover.ticks", "operators.audit", "nodes.validate", "nodes.validation-results",
     } | {f"{name}.dlq" for name in INPUTS}  # fmt: skip
     assert [s.logical for s in TOPICS] == list(SPECS)  # no duplicates
     assert set(SPECS) == expected
@@ -34,13 +36,20 @@ def test_keys_and_cleanup_policies() -> None:
     assert SPECS["nodes.quarantine"].key is Key.NODE
     assert SPECS["failover.term-by-node"].key is Key.NODE
     assert SPECS["failover.quarantine-requests"].key is Key.NODE
+    assert SPECS["nodes.validate"].key is Key.NODE
+    assert SPECS["nodes.validation-results"].key is Key.NODE
     for name in ("jobs.events", "training.telemetry", "failover.decisions", "jobs.requeue",
                  "jobs.status", "failover.alerts", "failover.node-evidence"):  # fmt: skip
         assert SPECS[name].key is Key.JOB_ID, name
     assert SPECS["failover.ticks"].key is Key.NONE
     # The audit trail is append-only: deleted by age, never compacted away by a later key.
     assert SPECS["operators.audit"].configs()["cleanup.policy"] == "delete"
-    assert {s.logical for s in TOPICS if s.compacted} == {"nodes.quarantine", "jobs.status"}
+    # nodes.validate: an agent that starts finds its node's latest request
+    assert {s.logical for s in TOPICS if s.compacted} == {
+        "nodes.quarantine",
+        "jobs.status",
+        "nodes.validate",
+    }
     assert SPECS["jobs.status"].configs() == {"cleanup.policy": "compact"}
     assert SPECS["gpu.xid"].configs()["cleanup.policy"] == "delete"
     assert int(SPECS["gpu.xid"].configs()["retention.ms"]) > 0

@@ -21,7 +21,18 @@ from schemas.dead_letter import COMPONENTS, ERROR_KINDS, DeadLetter
 from schemas.decisions import ACTIONS, STATUSES, VERDICTS, Decision, Evidence
 from schemas.health import CONDITIONS, SEVERITIES, GpuHealth
 from schemas.jobs import EVENT_TYPES, TRAINING_TYPES, JobEvent
-from schemas.quarantine import REASONS, STATES, QuarantineRecord
+from schemas.quarantine import (
+    KIND_REPAIR,
+    KIND_RESULT,
+    REASONS,
+    RESULTS,
+    STATES,
+    TRIGGERS,
+    QuarantineRecord,
+    Validation,
+    ValidationRequest,
+    ValidationResult,
+)
 from schemas.telemetry import TELEMETRY_KINDS, TrainingTelemetry
 from schemas.xid import XID_SOURCES, GpuXid
 from tests.roundtrip import (
@@ -72,8 +83,24 @@ xids = records(GpuXid, source=optional(XID_SOURCES), count=st.integers(1, 2**31)
 healths = records(
     GpuHealth, condition=st.sampled_from(sorted(CONDITIONS)), severity=optional(SEVERITIES)
 )
+validations = records(
+    Validation, trigger=st.sampled_from(sorted(TRIGGERS)), result=optional(RESULTS)
+)
 quarantine_records = records(
-    QuarantineRecord, state=st.sampled_from(sorted(STATES)), reason=st.sampled_from(sorted(REASONS))
+    QuarantineRecord,
+    state=st.sampled_from(sorted(STATES)),
+    reason=st.sampled_from(sorted(REASONS)),
+    validation=st.none() | validations,
+)
+validation_requests = records(ValidationRequest, trigger=st.sampled_from(sorted(TRIGGERS)))
+validation_results = st.one_of(
+    records(ValidationResult, kind=st.just(KIND_REPAIR), result=optional(RESULTS)),
+    records(
+        ValidationResult,
+        kind=st.just(KIND_RESULT),
+        request_id=named_text("request_id"),
+        result=st.sampled_from(sorted(RESULTS)),
+    ),
 )
 operator_commands = records(OperatorCommand, kind=st.sampled_from(sorted(AUDIT_KINDS)))
 
@@ -111,6 +138,13 @@ ROUNDTRIP_CASES: dict[type[Any], RoundTrip] = {
     Decision: RoundTrip(decisions, Decision.to_dict, Decision.from_dict),
     QuarantineRecord: RoundTrip(
         quarantine_records, QuarantineRecord.to_dict, QuarantineRecord.from_dict
+    ),
+    Validation: RoundTrip(validations, Validation.to_dict, Validation.from_dict),
+    ValidationRequest: RoundTrip(
+        validation_requests, ValidationRequest.to_dict, ValidationRequest.from_dict
+    ),
+    ValidationResult: RoundTrip(
+        validation_results, ValidationResult.to_dict, ValidationResult.from_dict
     ),
     GpuXid: RoundTrip(xids, GpuXid.to_dict, GpuXid.from_dict),
     GpuHealth: RoundTrip(healths, GpuHealth.to_dict, GpuHealth.from_dict),

@@ -1,0 +1,221 @@
+"""The node agent's side of the validation gate (docs/node-lifecycle.md).
+
+The agent follows `nodes.validate` (compacted, key node) from its beginning and keeps its own
+node's latest request; once caught up it runs that request if it is open and not run yet by
+this process, and publishes the outcome on `nodes.validation-results` through the agent's
+spool (so a result outlives a broker outage). At start it also publishes a `repair` signal:
+the agent (re)started, as it does after a reboot or a driver reload; the quarantine service
+acts on it only if the policy's `validate_on_repair` is on.
+
+A request is run at most once per agent process (by `request_id`); the service takes only the
+first result of the running request, so a result published twice flips nothing twice. An agent
+restarted after running a request but before the service closed it runs it again: its second
+result is then stale and ignored (docs/node-lifecycle.md, "Idempotence").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from consumers.runtime.records import InRecord, now_ms
+from consumers.runtime.tail import TopicTail
+from deploy.topics import TopicNames
+from gpufailover.security import PLAINTEXT, KafkaSecurity
+from gpufailover.settings import env_bool, env_float, env_str
+from producers.spool import Outgoing
+from producers.validation import AUTO, Outcome, resolve, validate
+from schemas.codec import dumps, loads
+from schemas.errors import SchemaError
+from schemas.quarantine import KIND_REPAIR, KIND_RESULT, ValidationRequest, ValidationResult
+
+log = logging.getLogger(__name__)
+
+_E = "GPUFAILOVER_AGENT_"
+SYNC_TIMEOUT_S = 60.0
+RESULTS_LOGICAL = "nodes.validation-results"
+
+Publish = Callable[[Outgoing], object]  # the agent publisher's accept: spooled, then sent
+Runner = Callable[[ValidationRequest], Awaitable[Outcome]]
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    enabled: bool
+    command: str = AUTO  # a command line, or `auto`: dcgmi diag -r 2, else the NVML check
+    timeout_s: float = 900.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--validate-command",
+        help="what a validation runs on this node, exit 0 = pass (env "
+        f"{_E}VALIDATE_COMMAND; default with --source nvml: `auto`, i.e. `dcgmi diag -r 2` "
+        "when dcgmi is installed, else a built-in NVML self-check); giving one turns the "
+        "validation gate on for any source",
+    )
+    parser.add_argument(
+        "--validate-timeout-s",
+        type=float,
+        help=f"a validation running longer fails (env {_E}VALIDATE_TIMEOUT_S, default 900)",
+    )
+    parser.add_argument(
+        "--no-validation",
+        action="store_true",
+        default=None,
+        help=f"do not follow nodes.validate nor send repair signals (env {_E}NO_VALIDATION)",
+    )
+
+
+def gate_settings(args: argparse.Namespace, source: str) -> GateSettings:
+    command = getattr(args, "validate_command", None) or env_str(f"{_E}VALIDATE_COMMAND", "")
+    off = getattr(args, "no_validation", None) or env_bool(f"{_E}NO_VALIDATION", False)
+    timeout = getattr(args, "validate_timeout_s", None) or env_float(
+        f"{_E}VALIDATE_TIMEOUT_S", 900.0
+    )
+    if timeout <= 0:
+        raise ValueError(f"--validate-timeout-s must be > 0, got {timeout}")
+    enabled = not off and (bool(command) or source == "nvml")
+    if command:
+        resolve(command)  # ValueError now, not when the first request comes
+    return GateSettings(enabled, command or AUTO, timeout)
+
+
+class ValidationGate:
+    def __init__(
+        self,
+        node: str,
+        topics: TopicNames,
+        publish: Publish,
+        run: Runner,
+        *,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.node, self.topics, self._publish, self._run, self._clock = (
+            node,
+            topics,
+            publish,
+            run,
+            clock,
+        )
+        self.latest: ValidationRequest | None = None
+        self.handled: set[str] = set()
+        self.changed = asyncio.Event()
+
+    def apply(self, rec: InRecord) -> None:
+        """One record of `nodes.validate`: kept if it is this node's."""
+        if rec.key_str() != self.node or rec.value is None:
+            return
+        try:
+            request = ValidationRequest.from_dict(loads(rec.value))
+        except SchemaError as exc:
+            log.warning("validation request at %s unreadable, not run: %s", rec.where, exc)
+            return
+        self.latest = request
+        self.changed.set()
+
+    def due(self) -> ValidationRequest | None:
+        """The request to run now: this node's latest, open, not run by this process."""
+        r = self.latest
+        return r if r is not None and r.open and r.request_id not in self.handled else None
+
+    def repair_signal(self) -> None:
+        self._send(ValidationResult(self.node, KIND_REPAIR, self._clock()))
+        log.info("validation gate: repair signal sent for %s (agent started)", self.node)
+
+    async def run_due(self) -> bool:
+        """Run the due request, if any, and publish its result; True if one ran."""
+        request = self.due()
+        if request is None:
+            return False
+        self.handled.add(request.request_id)
+        log.info("validation %s of %s: running (%s)", request.request_id, self.node, request.reason)
+        outcome = await self._run(request)
+        self._send(
+            ValidationResult(
+                self.node,
+                KIND_RESULT,
+                self._clock(),
+                request_id=request.request_id,
+                result="pass" if outcome.passed else "fail",
+                exit_code=outcome.exit_code,
+                output=outcome.output,
+                command=outcome.command,
+            )
+        )
+        log.info(
+            "validation %s of %s: %s (exit %s)",
+            request.request_id,
+            self.node,
+            "PASSED" if outcome.passed else "FAILED",
+            outcome.exit_code,
+        )
+        return True
+
+    def _send(self, result: ValidationResult) -> None:
+        real = self.topics.validation_results
+        value = dumps(result.to_dict())
+        self._publish(Outgoing(RESULTS_LOGICAL, real, self.node.encode(), value))
+
+    async def follow(
+        self, bootstrap: str, stop: asyncio.Event, *, security: KafkaSecurity = PLAINTEXT
+    ) -> None:
+        """Follow `nodes.validate` and run this node's requests until `stop`."""
+        tail = TopicTail(
+            bootstrap,
+            [self.topics.nodes_validate],
+            self.apply,
+            name=f"gpufailover-agent-{self.node}-validate",
+            security=security,
+        )
+        async with tail:
+            await tail.sync(SYNC_TIMEOUT_S)
+            self.repair_signal()
+            while not stop.is_set():
+                if await self.run_due():
+                    continue
+                self.changed.clear()
+                stopping = asyncio.ensure_future(stop.wait())
+                changed = asyncio.ensure_future(self.changed.wait())
+                await asyncio.wait({stopping, changed}, return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                changed.cancel()
+
+
+def make_runner(settings: GateSettings) -> Runner:
+    argv = resolve(settings.command)
+
+    async def run(request: ValidationRequest) -> Outcome:
+        return await validate(argv, settings.timeout_s)
+
+    return run
+
+
+async def run_agent_with_gate(
+    agent_run: Coroutine[Any, Any, int],
+    stop_agent: Callable[[], None],
+    gate: ValidationGate,
+    bootstrap: str,
+    security: KafkaSecurity,
+) -> int:
+    """Run the agent and its gate; a gate that fails stops the agent with status 1 (no agent
+    that looks alive while it cannot validate)."""
+    stop = asyncio.Event()
+    agent_task = asyncio.ensure_future(agent_run)
+    gate_task = asyncio.ensure_future(gate.follow(bootstrap, stop, security=security))
+    await asyncio.wait({agent_task, gate_task}, return_when=asyncio.FIRST_COMPLETED)
+    status = 0
+    if gate_task.done() and not agent_task.done():
+        exc = gate_task.exception()
+        log.error("validation gate stopped: %r; stopping the agent", exc, exc_info=exc)
+        status = 1
+        stop_agent()
+    stop.set()
+    status = max(status, await agent_task)
+    gate_task.cancel()
+    await asyncio.gather(gate_task, return_exceptions=True)
+    return status
