@@ -224,7 +224,7 @@ async def _run(
         )
         run = agent.run(sources)
         status = await validation_gate.run_agent_with_gate(
-            run, agent.stop, follower, bootstrap, settings.security
+            run, follower, bootstrap, settings.security
         )
     else:
         status = await agent.run(sources)

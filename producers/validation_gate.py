@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 _E = "GPUFAILOVER_AGENT_"
 SYNC_TIMEOUT_S = 60.0
+GATE_RETRY_S = (1.0, 60.0)  # first and longest wait before following nodes.validate again
 RESULTS_LOGICAL = "nodes.validation-results"
 
 Publish = Callable[[Outgoing], object]  # the agent publisher's accept: spooled, then sent
@@ -105,6 +107,7 @@ class ValidationGate:
         self.latest: ValidationRequest | None = None
         self.handled: set[str] = set()
         self.changed = asyncio.Event()
+        self.repair_sent = False  # once per process, not on every reconnect of the gate
 
     def apply(self, rec: InRecord) -> None:
         """One record of `nodes.validate`: kept if it is this node's."""
@@ -124,6 +127,7 @@ class ValidationGate:
         return r if r is not None and r.open and r.request_id not in self.handled else None
 
     def repair_signal(self) -> None:
+        self.repair_sent = True
         self._send(ValidationResult(self.node, KIND_REPAIR, self._clock()))
         log.info("validation gate: repair signal sent for %s (agent started)", self.node)
 
@@ -174,7 +178,8 @@ class ValidationGate:
         )
         async with tail:
             await tail.sync(SYNC_TIMEOUT_S)
-            self.repair_signal()
+            if not self.repair_sent:
+                self.repair_signal()
             while not stop.is_set():
                 if await self.run_due():
                     continue
@@ -197,25 +202,48 @@ def make_runner(settings: GateSettings) -> Runner:
 
 async def run_agent_with_gate(
     agent_run: Coroutine[Any, Any, int],
-    stop_agent: Callable[[], None],
     gate: ValidationGate,
     bootstrap: str,
     security: KafkaSecurity,
+    *,
+    retry_s: tuple[float, float] = GATE_RETRY_S,
 ) -> int:
-    """Run the agent and its gate; a gate that fails stops the agent with status 1 (no agent
-    that looks alive while it cannot validate)."""
+    """Run the agent and its gate; the agent's status is the result. A gate that cannot
+    follow `nodes.validate` (broker down, topic or ACL missing) is retried with backoff while
+    the agent keeps reporting: XIDs matter more than validations, and the spool buffers them."""
     stop = asyncio.Event()
-    agent_task = asyncio.ensure_future(agent_run)
-    gate_task = asyncio.ensure_future(gate.follow(bootstrap, stop, security=security))
-    await asyncio.wait({agent_task, gate_task}, return_when=asyncio.FIRST_COMPLETED)
-    status = 0
-    if gate_task.done() and not agent_task.done():
-        exc = gate_task.exception()
-        log.error("validation gate stopped: %r; stopping the agent", exc, exc_info=exc)
-        status = 1
-        stop_agent()
-    stop.set()
-    status = max(status, await agent_task)
-    gate_task.cancel()
-    await asyncio.gather(gate_task, return_exceptions=True)
-    return status
+    gate_task = asyncio.ensure_future(
+        _follow_until_stopped(gate, bootstrap, stop, security, retry_s)
+    )
+    try:
+        return await agent_run
+    finally:
+        stop.set()
+        gate_task.cancel()
+        await asyncio.gather(gate_task, return_exceptions=True)
+
+
+async def _follow_until_stopped(
+    gate: ValidationGate,
+    bootstrap: str,
+    stop: asyncio.Event,
+    security: KafkaSecurity,
+    retry_s: tuple[float, float],
+) -> None:
+    delay, longest = retry_s
+    while not stop.is_set():
+        try:
+            await gate.follow(bootstrap, stop, security=security)
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure: log, keep the agent, retry
+            log.error(  # noqa: TRY400 - one line per retry, not a traceback each minute
+                "validation gate: cannot follow %s (%s: %s); the agent keeps reporting, "
+                "validations wait; retrying in %.0f s",
+                gate.topics.nodes_validate,
+                type(exc).__name__,
+                exc,
+                delay,
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(delay * 2, longest)

@@ -4,17 +4,25 @@ output, and the gate that runs its own node's requests once."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shlex
 import sys
+from typing import Any
 
 import pytest
 from nvml_fake import FakeGpu, FakeNvml, lost
 
 from consumers.runtime.records import InRecord
 from deploy.topics import TopicNames
+from gpufailover.security import PLAINTEXT
 from producers import validation as v
 from producers.spool import Outgoing
-from producers.validation_gate import GateSettings, ValidationGate, gate_settings
+from producers.validation_gate import (
+    GateSettings,
+    ValidationGate,
+    gate_settings,
+    run_agent_with_gate,
+)
 from schemas.codec import dumps, loads
 from schemas.quarantine import OUTPUT_MAX_CHARS, ValidationRequest, ValidationResult
 
@@ -206,3 +214,55 @@ def test_the_repair_signal_says_the_agent_started() -> None:
         1_234,
         None,
     )
+
+
+class FailingGate(ValidationGate):
+    """A gate whose broker is unreachable for its first `failures` attempts to follow."""
+
+    def __init__(self, recorder: Recorder, failures: int) -> None:
+        super().__init__("n1", NAMES, recorder.sent.append, recorder.run, clock=lambda: 1_234)
+        self.failures, self.attempts = failures, 0
+        self.followed = asyncio.Event()
+        self.retried = asyncio.Event()  # set once a failed attempt has been tried again
+
+    async def follow(self, bootstrap: str, stop: asyncio.Event, *, security: Any = None) -> None:
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            if self.attempts > 1:
+                self.retried.set()
+            raise ConnectionError("no broker")
+        if not self.repair_sent:
+            self.repair_signal()
+        self.followed.set()
+        await stop.wait()
+
+
+async def test_a_gate_that_cannot_follow_is_retried_and_never_stops_the_agent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rec = Recorder()
+    g = FailingGate(rec, failures=2)
+
+    async def agent() -> int:  # the agent runs until the gate has recovered, then stops
+        await g.followed.wait()
+        return 0
+
+    status = await asyncio.wait_for(
+        run_agent_with_gate(agent(), g, "b:9092", PLAINTEXT, retry_s=(0.01, 0.02)), 10
+    )
+    assert status == 0 and g.attempts == 3
+    assert [r.kind for r in rec.results()] == ["repair"]  # once, not per reconnect
+    assert caplog.text.count("the agent keeps reporting") == 2
+
+
+async def test_the_agents_status_is_the_result_while_the_gate_still_retries() -> None:
+    g = FailingGate(Recorder(), failures=10**6)
+
+    async def agent() -> int:
+        await g.retried.wait()  # the agent outlives two failed attempts of the gate
+        return 3
+
+    status = await asyncio.wait_for(
+        run_agent_with_gate(agent(), g, "b:9092", PLAINTEXT, retry_s=(0.001, 0.001)), 10
+    )
+    assert status == 3
