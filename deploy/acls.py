@@ -145,8 +145,22 @@ ROLES: tuple[Role, ...] = (
     ),
     Role(
         "operator",
-        "people: `quarantine release`, `validate`, `reset-breaker`, `status`, `audit`",
-        reads=("nodes.quarantine", "jobs.status", "operators.audit", "failover.alerts"),
+        "people: `quarantine release`, `validate`, `reset-breaker`, `status`, `audit`, "
+        "`explain`, `export`",
+        # explain and export read what the pipeline read and wrote (no consumer group)
+        reads=(
+            "nodes.quarantine",
+            "jobs.status",
+            "operators.audit",
+            "failover.alerts",
+            "jobs.events",
+            "failover.decisions",
+            "jobs.requeue",
+            "gpu.xid",
+            "gpu.health",
+            "training.telemetry",
+            "failover.quarantine-requests",
+        ),
         # A release goes to nodes.quarantine and operators.audit in one transaction; a
         # breaker reset is an operators.audit record, which only this role may write.
         writes=("nodes.quarantine", "operators.audit"),

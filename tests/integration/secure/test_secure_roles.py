@@ -171,3 +171,26 @@ async def test_the_node_agent_runs_its_validation_as_the_agent_role(
     seen = await read_all(b, secure_broker.security(), [n.validation_results])
     kinds = sorted((k, v["kind"], v.get("result")) for _, k, v in seen)
     assert kinds == [("gpu-17", "repair", None), ("gpu-17", "result", "pass")]
+
+
+async def test_the_operator_reads_what_explain_and_export_need(
+    secure_broker: Broker, secure_names: TopicNames
+) -> None:
+    b, n = secure_broker.bootstrap, secure_names
+    target = ("--bootstrap", b, "--prefix", n.prefix)
+    started = (
+        "publish", "started", "--job-id", "job-9", "--attempt", "0", "--nodes", "gpu-9",
+        "--bootstrap", b, "--topic-prefix", n.prefix, "--timeout", "20",
+    )  # fmt: skip
+    rc, _, err = await cli_as(role_env(secure_broker, "scheduler"), *started)
+    assert rc == 0, err
+    explain, export = ("explain", "job-9", *target), ("export", "--since", "1h", *target)
+    for refused in (explain, export):  # the agent writes telemetry; it reads none of it
+        rc, _, err = await cli_as(role_env(secure_broker, "agent"), *refused)
+        assert rc == 5 and "not authorized" in err and "Traceback" not in err, err
+    operator = role_env(secure_broker, "operator")
+    rc, out, err = await cli_as(operator, *explain)
+    assert rc == 0 and "job job-9" in out and "started on gpu-9" in out, err
+    rc, out, err = await cli_as(operator, *export)
+    assert rc == 0, err
+    assert any('"job-9"' in line and '"started"' in line for line in out.splitlines()), out
