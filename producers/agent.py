@@ -124,7 +124,10 @@ class Agent:
         self._publish(summaries)
 
     async def _tick(self) -> None:
-        period = max(0.05, min(1.0, self.deduper.window_s / 4))
+        every = [1.0, self.deduper.window_s / 4]
+        if self.heartbeat is not None:
+            every.append(self.heartbeat.interval_s / 4)
+        period = max(0.05, min(every))
         while True:
             await asyncio.sleep(period)
             self.flush_due()

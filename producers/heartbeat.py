@@ -46,7 +46,11 @@ class Heartbeat:
         now = self.clock()
         if self._next is not None and now < self._next:
             return None
-        self._next = now + self.interval_s
+        # On the schedule, not `interval` after a late tick (which would stretch every gap by
+        # the tick's lateness); after a long stall, the next one is an interval from now.
+        late = self._next is None or now - self._next >= self.interval_s
+        base = now if late or self._next is None else self._next
+        self._next = base + self.interval_s
         stuck = next((why for why in (probe() for probe in self.probes) if why), None)
         interval = {"interval_s": self.interval_s}
         if stuck is not None:

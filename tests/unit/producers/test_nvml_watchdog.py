@@ -162,6 +162,18 @@ def test_the_heartbeat_goes_out_at_once_then_every_interval() -> None:
         reasons[0],
     )
     assert beat.due() is None
+    now[0] = 60.5  # a late tick: the next one stays on the schedule
+    assert beat.due() is not None
+    now[0] = 89.9
+    assert beat.due() is None
+    now[0] = 90.0
+    assert beat.due() is not None
+    now[0] = 500.0  # a long stall: one now, the next an interval later
+    assert beat.due() is not None
+    now[0] = 529.9
+    assert beat.due() is None
+    now[0] = 530.0
+    assert beat.due() is not None
 
 
 @pytest.mark.parametrize("interval", [0.0, -1.0])
