@@ -7,18 +7,22 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import replace
+from importlib import resources
 
+import orjson
 import pytest
 from failover_harness import GRACE, POLICY, T0, S, health, nodes, run, terminated, xid
 from test_engine_completeness import Partitioned
 
-from schemas.decisions import Decision
+from deploy.topics import TopicNames
+from schemas.decisions import Decision, Evidence
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 from streams.engine import liveness
 from streams.engine.local import LocalPipeline
-from streams.engine.node_side import NodeState
+from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import PolicyError, load_policy, policy_from_dict
+from streams.signal_filter import InputRecord, SignalFilter
 
 A, B = nodes(2)
 T = T0 + 3600 * S
@@ -370,9 +374,6 @@ def test_the_shipped_policy_has_the_silent_node_rule() -> None:
 
 
 def _base() -> dict[str, object]:
-    from importlib import resources
-
-    import orjson
 
     raw = resources.files("streams").joinpath("data/policy.json").read_bytes()
     data: dict[str, object] = orjson.loads(raw)
@@ -437,3 +438,68 @@ def test_a_bad_silent_node_section_is_refused_with_its_key(section: object, mess
     with pytest.raises(PolicyError, match="silent_node") as err:
         policy_from_dict(_base() | {"silent_node": section})
     assert message in str(err.value)
+
+
+# -- the Kafka path: signal filter folds, node side stores runs ---------------------------------
+
+
+def test_the_signal_filter_forwards_heartbeats_folded_and_the_node_side_keeps_them_as_runs() -> (
+    None
+):
+    names = TopicNames("")
+    f = SignalFilter(POLICY, names, idle_after_ms=5_000)
+    times = [T, T + BEAT, T + 2 * BEAT, T + 10 * BEAT]  # a gap of 8 intervals before the last
+    batch = [
+        InputRecord(names.gpu_health, 0, i, A.encode(), orjson.dumps(health(A, "heartbeat", ts)))
+        for i, ts in enumerate(times)
+    ]
+    out = f.reduce(batch, wall_ms=0)
+    items = [s["evidence"] for o in out for s in orjson.loads(o.value)["signals"]]
+    assert [(e["code"], e["class"], e["ts_ms"], e["last_ts_ms"]) for e in items] == [
+        ("heartbeat", "liveness", T, T + 2 * BEAT),
+        ("heartbeat", "liveness", T + 10 * BEAT, T + 10 * BEAT),
+    ]
+    nodes: dict[str, NodeState] = {}
+    side = NodeSide(POLICY, nodes, PartitionClock(), follow_records=False)
+    for e in items:
+        assert side.on_evidence(Evidence.from_dict(e)) == []
+    assert (nodes[A].alive, nodes[A].evidence) == ([(T, T + 2 * BEAT), (T + 10 * BEAT,) * 2], [])
+
+
+class CountingStates(dict[str, NodeState]):
+    writes = 0
+
+    def __setitem__(self, key: str, value: NodeState) -> None:
+        self.writes += 1
+        super().__setitem__(key, value)
+
+
+def test_a_heartbeat_inside_a_known_run_does_not_write_the_node_state() -> None:
+
+    nodes = CountingStates()
+    side = NodeSide(POLICY, nodes, PartitionClock())
+    side.on_signal(health(A, "heartbeat", T, gpu=None))
+    side.on_signal(health(A, "heartbeat", T + BEAT, gpu=None))
+    assert nodes.writes == 2
+    side.on_signal(health(A, "heartbeat", T + BEAT // 2, gpu=None))  # read late, inside the run
+    assert nodes.writes == 2
+
+
+def test_runs_older_than_the_retention_are_pruned_but_the_latest_is_kept() -> None:
+    retention = POLICY.retention_ms
+    r = run(
+        *beats(A, T, T + 60 * S),
+        health(B, "ok", T + retention + 3600 * S),  # time moves on (another node)
+        *beats(A, T + retention + 3600 * S, T + retention + 3660 * S),
+        finish=False,
+    )
+    assert r.pipeline.node_states[A].alive == [(T + retention + 3600 * S, T + retention + 3660 * S)]
+    r = run(*beats(A, T, T + 60 * S), health(B, "ok", T + 10 * retention), finish=False)
+    assert r.pipeline.node_states[A].alive == [(T, T + 60 * S)]  # the only run: kept
+
+
+def test_nvml_hung_is_stored_as_evidence_and_counts_as_heard() -> None:
+    r = run(hung(A, T), finish=False)
+    state = r.pipeline.node_states[A]
+    assert state.alive == [(T, T)]
+    assert [(e.code, e.cls) for e in state.evidence] == [("nvml_hung", "liveness")]
