@@ -22,15 +22,13 @@ def heard(runs: list[Run], first_ms: int, last_ms: int, silent_after_ms: int) ->
     """
     lo, hi = first_ms, last_ms
     keep: list[Run] = []
-    merged = 0
     for run in runs:
         if run[0] - hi <= silent_after_ms and lo - run[1] <= silent_after_ms:
             lo, hi = min(lo, run[0]), max(hi, run[1])
-            merged += 1
         else:
             keep.append(run)
-    if merged == 1 and (lo, hi) in runs:
-        return False  # inside a run already
+    if (lo, hi) in runs:
+        return False  # inside a run already (runs are disjoint: no other one merged)
     keep.append((lo, hi))
     keep.sort()
     runs[:] = keep[-MAX_RUNS:]

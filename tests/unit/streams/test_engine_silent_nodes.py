@@ -72,6 +72,40 @@ def test_a_span_bridging_two_runs_merges_them_and_a_repeat_changes_nothing() -> 
     assert runs == [(0, 210)]
 
 
+@pytest.mark.parametrize(
+    ("runs", "span", "expected"),
+    [
+        ([(90, 90)], (0, 0), [(0, 90)]),  # exactly the threshold before a run: linked
+        ([(0, 0)], (90, 90), [(0, 90)]),  # and after it
+        ([(91, 91)], (0, 0), [(0, 0), (91, 91)]),  # one more: a gap
+        ([(0, 0)], (91, 91), [(0, 0), (91, 91)]),
+    ],
+)
+def test_the_gap_that_links_two_heartbeats_is_at_most_the_threshold(
+    runs: list[liveness.Run], span: tuple[int, int], expected: list[liveness.Run]
+) -> None:
+    assert liveness.heard(runs, *span, 90)
+    assert runs == expected
+
+
+@pytest.mark.parametrize(
+    ("horizon", "expected"),
+    [
+        (5, [(0, 5), (40, 50), (100, 200)]),  # ends exactly at the horizon: kept
+        (6, [(40, 50), (100, 200)]),
+        (50, [(40, 50), (100, 200)]),
+        (51, [(100, 200)]),
+        (10**6, [(100, 200)]),  # the latest always stays
+    ],
+)
+def test_pruning_drops_every_run_that_ended_before_the_horizon(
+    horizon: int, expected: list[liveness.Run]
+) -> None:
+    runs: list[liveness.Run] = [(0, 5), (40, 50), (100, 200)]
+    assert liveness.prune(runs, horizon) is (runs != [(0, 5), (40, 50), (100, 200)])
+    assert runs == expected
+
+
 def test_runs_are_bounded_and_pruning_keeps_the_latest() -> None:
     runs: list[liveness.Run] = []
     for i in range(liveness.MAX_RUNS + 3):
