@@ -20,6 +20,7 @@ from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 from streams.engine import liveness
 from streams.engine.local import LocalPipeline
+from streams.engine.messages import NodeTermination
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import PolicyError, load_policy, policy_from_dict
 from streams.signal_filter import InputRecord, SignalFilter
@@ -158,12 +159,7 @@ def test_worker_lost_on_a_node_whose_agent_went_silent_is_hardware_on_that_node(
         T,
     )
     (silent,) = [e for e in d.evidence if e.code == "agent_silent"]
-    assert (silent.node, silent.cls, silent.ts_ms, silent.last_ts_ms) == (
-        A,
-        "hardware",
-        KILLED + SILENT,
-        T,
-    )
+    assert silent == Evidence(A, None, "health", "agent_silent", KILLED + SILENT, "hardware", 1, T)
     assert not any(e.code == "heartbeat" for e in d.evidence)
     assert r.quarantined_nodes() == []  # the quarantine service acts on the decision
 
@@ -296,6 +292,19 @@ def test_silence_is_judged_only_once_the_nodes_partition_is_past_the_termination
     e.drain_messages()
     (d,) = e.decisions
     assert (d.verdict, d.suspect_nodes, d.decided_ts_ms) == ("hardware", (A,), T)
+
+
+def test_the_node_side_reports_silence_only_once_its_watermark_is_past_the_termination() -> None:
+    side = NodeSide(POLICY, {}, PartitionClock())
+    for rec in beats(A, T - 3600 * S, KILLED):
+        side.on_signal(rec)
+    side.advance(T)  # a signal stamped T may still come: not complete past T
+    (first,) = side.on_termination(NodeTermination("job-1", 0, A, T))
+    assert first.items == ()
+    (report,) = side.advance(T + 1)
+    assert report.items == (
+        Evidence(A, None, "health", "agent_silent", KILLED + SILENT, "liveness", 1, T),
+    )
 
 
 def test_a_heartbeat_read_late_but_before_the_termination_keeps_the_node_alive() -> None:
@@ -466,7 +475,10 @@ def test_ignoring_heartbeats_turns_silence_off() -> None:
         ({"missed_heartbeats": True}, "missed_heartbeats must be a positive integer"),
         ({"reasons": "WorkerLost"}, "reasons must be a list of strings"),
         ({"conditions": [1]}, "conditions must be a list of strings"),
-        ({"conditions": ["heartbeat"]}, "conditions: ['heartbeat'] not among"),
+        (
+            {"conditions": ["heartbeat"]},
+            "conditions: ['heartbeat'] not among ['agent_silent', 'nvml_hung']",
+        ),
     ],
 )
 def test_a_bad_silent_node_section_is_refused_with_its_key(section: object, message: str) -> None:
