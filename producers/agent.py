@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from deploy.topics import TopicNames
 from gpufailover.metric_labels import xid_label
 from producers.dedup import FloodDeduper, gpu_key
+from producers.heartbeat import Heartbeat
 from producers.kmsg_resume import CursorTracker, KernelRead
 from producers.metrics import AgentMetrics
 from producers.publisher import BufferedPublisher
@@ -58,6 +59,7 @@ class Agent:
         drain_timeout_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         cursor: CursorTracker | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.topics = topics
         self.publisher = publisher
@@ -66,6 +68,7 @@ class Agent:
         self.drain_timeout_s = drain_timeout_s
         self.clock = clock
         self.cursor = cursor
+        self.heartbeat = heartbeat  # on gpu.health every interval (docs/silent-nodes.md)
         self._stop = asyncio.Event()
 
     def stop(self) -> None:
@@ -121,10 +124,16 @@ class Agent:
         self._publish(summaries)
 
     async def _tick(self) -> None:
-        period = max(0.05, min(1.0, self.deduper.window_s / 4))
+        every = [1.0, self.deduper.window_s / 4]
+        if self.heartbeat is not None:
+            every.append(self.heartbeat.interval_s / 4)
+        period = max(0.05, min(every))
         while True:
             await asyncio.sleep(period)
             self.flush_due()
+            beat = self.heartbeat.due() if self.heartbeat is not None else None
+            if beat is not None:
+                self.emit(beat)
             self.metrics.heartbeat.set_to_current_time()
 
     # -- lifecycle ------------------------------------------------------------------------

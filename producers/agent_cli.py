@@ -116,6 +116,7 @@ def build_sources(
             settings.node,
             interval_s=settings.sample_interval_s,
             thresholds=settings.thresholds,
+            hang_timeout_s=settings.nvml_hang_timeout_s,
         )
         gpus = source.start()
         log.info("NVML: %d GPUs: %s", len(gpus), ", ".join(f"{g.index}={g.uuid}" for g in gpus))
@@ -185,6 +186,7 @@ async def _run(
     from gpufailover.kafka import make_producer
     from gpufailover.settings import default_bootstrap
     from producers.agent import Agent
+    from producers.heartbeat import Heartbeat
     from producers.publisher import BufferedPublisher
 
     bootstrap = settings.bootstrap or default_bootstrap()
@@ -202,6 +204,11 @@ async def _run(
         dedup_window_s=settings.dedup_window_s,
         drain_timeout_s=settings.drain_timeout_s,
         cursor=cursor,
+        heartbeat=Heartbeat(
+            settings.node,
+            settings.heartbeat_interval_s,
+            [s.stuck for s in sources if callable(getattr(s, "stuck", None))],
+        ),
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

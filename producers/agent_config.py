@@ -21,6 +21,8 @@ from gpufailover.settings import (
     state_dir,
 )
 from producers.health import HealthThresholds
+from producers.heartbeat import DEFAULT_INTERVAL_S as DEFAULT_HEARTBEAT_S
+from producers.nvml_watchdog import DEFAULT_HANG_TIMEOUT_S
 from producers.spool import SYNC_MODES
 
 SOURCES = ("nvml", "kmsg", "journal", "file:PATH")
@@ -47,6 +49,8 @@ class AgentSettings:
     thresholds: HealthThresholds = field(default_factory=HealthThresholds)
     metrics_host: str = DEFAULT_METRICS_HOST
     security: KafkaSecurity = PLAINTEXT
+    heartbeat_interval_s: float = DEFAULT_HEARTBEAT_S
+    nvml_hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not self.node:
@@ -69,6 +73,10 @@ class AgentSettings:
             )
         if not self.kmsg_path:
             raise ValueError("--kmsg-path: must not be empty")
+        if self.heartbeat_interval_s <= 0:
+            raise ValueError(f"--heartbeat-interval must be > 0, got {self.heartbeat_interval_s}")
+        if self.nvml_hang_timeout_s <= 0:
+            raise ValueError(f"--nvml-hang-timeout must be > 0, got {self.nvml_hang_timeout_s}")
 
     def spool_path(self) -> Path | None:
         """The spool's file, or None to keep it in memory. One per node and kind of source, so
@@ -110,6 +118,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               f"normal)"),
         ("--kmsg-path", str, f"the kernel log device of --source kmsg ({env}KMSG_PATH, "
                              f"/dev/kmsg)"),
+        ("--heartbeat-interval", float, f"s between the agent's heartbeats on gpu.health; keep "
+                                        f"it equal to the policy's silent_node."
+                                        f"heartbeat_interval_s ({env}HEARTBEAT_INTERVAL_S, "
+                                        f"{DEFAULT_HEARTBEAT_S:g})"),
+        ("--nvml-hang-timeout", float, f"s an NVML call may run before the node reports "
+                                       f"nvml_hung ({env}NVML_HANG_TIMEOUT_S, "
+                                       f"{DEFAULT_HANG_TIMEOUT_S:g})"),
         ("--metrics-port", int, f"Prometheus /metrics port, 0 = off ({env}METRICS_PORT, 0)"),
         ("--drain-timeout", float, f"s to deliver spooled events on shutdown while connected; "
                                    f"with the broker unreachable the agent stops at once "
@@ -191,4 +206,10 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         thresholds=thresholds,
         metrics_host=args.metrics_host or metrics_host(),
         security=KafkaSecurity.build(args),
+        heartbeat_interval_s=_float(
+            args.heartbeat_interval, e + "HEARTBEAT_INTERVAL_S", DEFAULT_HEARTBEAT_S
+        ),
+        nvml_hang_timeout_s=_float(
+            args.nvml_hang_timeout, e + "NVML_HANG_TIMEOUT_S", DEFAULT_HANG_TIMEOUT_S
+        ),
     )

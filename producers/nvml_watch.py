@@ -1,6 +1,7 @@
 """The NVML source: XID critical events waited on in a thread, health sampled every N seconds.
 
-Both feed records to the agent through `sink` (called from these threads). A `GpuIsLost` /
+Both feed records to the agent through `sink` (called from these threads), and a watchdog
+thread reports an NVML call that hangs (`producers.nvml_watchdog`). A `GpuIsLost` /
 `RESET_REQUIRED` from the event wait wakes the sampler at once, which finds the lost GPU and
 reports `gpu_lost` (the XID 79 event may never arrive).
 """
@@ -24,6 +25,7 @@ from producers.nvml_source import (
     NvmlTimeout,
     NvmlXidEvent,
 )
+from producers.nvml_watchdog import DEFAULT_HANG_TIMEOUT_S, NvmlWatchdog, TimedNvml
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 
@@ -155,8 +157,10 @@ class NvmlSource:
         wait_timeout_ms: int = 1000,
         clock: Callable[[], float] = time.monotonic,
         now_ms: Callable[[], int] = wall_ms,
+        hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S,
     ) -> None:
-        self.nvml = nvml
+        self.timed = TimedNvml(nvml, hang_timeout_s)
+        self.nvml: Nvml = self.timed
         self.node = node
         self.interval_s = interval_s
         self.thresholds = thresholds or HealthThresholds()
@@ -174,6 +178,10 @@ class NvmlSource:
         self._stop.set()
         self._wake.set()
 
+    def stuck(self) -> str | None:
+        """Why NVML is hung (a call past the watchdog's timeout), or None (the heartbeat)."""
+        return self.timed.stuck_detail()
+
     def request_sample(self) -> None:
         self._wake.set()
 
@@ -190,6 +198,8 @@ class NvmlSource:
             target=self._watch_guarded, args=(sink,), name="nvml-xid-events", daemon=True
         )
         watcher.start()
+        watchdog = NvmlWatchdog(self.timed, self.node, sink, self.now_ms)
+        watchdog.start()
         try:
             while not self._stop.is_set():
                 self._wake.clear()  # a request arriving while we sample wakes the next round
@@ -197,6 +207,7 @@ class NvmlSource:
                 self._wake.wait(self.interval_s)
         finally:
             self._stop.set()
+            watchdog.stop()
             watcher.join(timeout=(self.wait_timeout_ms / 1000.0) + 5.0)
         if self._watch_error is not None:
             raise RuntimeError("the NVML XID event thread failed") from self._watch_error

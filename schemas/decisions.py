@@ -15,7 +15,10 @@ STATUSES = frozenset(
     {"Pending-failoverinprogress", "Pending-internalerror", "Pending-maxretriesexceeded", "Failed"}
 )
 EVIDENCE_KINDS = frozenset({"xid", "health", "reason"})
-EVIDENCE_CLASSES = frozenset({"hardware", "software", "transient", "precursor", "ignore"})
+# liveness: heartbeats and the silent-node conditions (docs/silent-nodes.md)
+EVIDENCE_CLASSES = frozenset(
+    {"hardware", "software", "transient", "precursor", "ignore", "liveness"}
+)
 
 
 @dataclass(frozen=True, slots=True)

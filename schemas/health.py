@@ -12,7 +12,11 @@ HARDWARE_CONDITIONS = frozenset(
     {"gpu_lost", "ecc_uncorrectable", "row_remap_failure", "thermal", "power", "pcie", "nvlink"}
 )
 PRECURSOR_CONDITIONS = frozenset({"row_remap_pending", "ecc_correctable_rate"})
-CONDITIONS = HARDWARE_CONDITIONS | PRECURSOR_CONDITIONS | {"throttle", "ok"}
+# Whether the node's agent is heard from (docs/silent-nodes.md): `heartbeat` every interval,
+# `nvml_hung` instead while an NVML call has not returned (the agent's watchdog), and
+# `agent_silent`, which the classifier itself puts in a decision's evidence.
+LIVENESS_CONDITIONS = frozenset({"heartbeat", "nvml_hung", "agent_silent"})
+CONDITIONS = HARDWARE_CONDITIONS | PRECURSOR_CONDITIONS | LIVENESS_CONDITIONS | {"throttle", "ok"}
 SEVERITIES = frozenset({"critical", "warning", "info"})
 
 

@@ -14,10 +14,18 @@ from typing import Any
 
 import orjson
 
-from schemas.health import CONDITIONS
+from schemas.health import CONDITIONS, LIVENESS_CONDITIONS
 from schemas.quarantine import HISTORY_MAX
 
 EVIDENCE_CLASSES = ("hardware", "software", "transient", "precursor", "ignore")
+# The liveness conditions' own class: they count only through the silent-node rule; "ignore"
+# drops them (no heartbeat reaches the engine, so no node is ever silent).
+LIVENESS_CLASSES = ("liveness", "ignore")
+# The silent-node rule (docs/silent-nodes.md): the defaults of its keys.
+DEFAULT_HEARTBEAT_INTERVAL_S = 30
+DEFAULT_MISSED_HEARTBEATS = 3
+DEFAULT_SILENT_REASONS = ("WorkerLost", "NodeLost")
+DEFAULT_SILENT_CONDITIONS = ("agent_silent", "nvml_hung")
 _REQUIRED_INT_KEYS = (
     "lookback_s",
     "grace_s",
@@ -61,6 +69,19 @@ class Policy:
     auto_release: bool = False
     validate_on_repair: bool = False
     max_validations_per_episode: int = 3
+    # The silent-node rule: an agent unheard for `silent_after_ms` is silent; a termination
+    # with one of `silent_reasons` on a node showing one of `silent_conditions` at its time is
+    # hardware with that node as the suspect.
+    heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_S * 1000
+    missed_heartbeats: int = DEFAULT_MISSED_HEARTBEATS
+    silent_reasons: frozenset[str] = frozenset(DEFAULT_SILENT_REASONS)
+    silent_conditions: frozenset[str] = frozenset(DEFAULT_SILENT_CONDITIONS)
+
+    @property
+    def silent_after_ms(self) -> int:
+        # Never under coalesce: the signal filter folds heartbeats closer than coalesce into
+        # one span, so a shorter gap could be seen by replay (record by record) and not on Kafka.
+        return max(self.heartbeat_interval_ms * self.missed_heartbeats, self.coalesce_ms)
 
     @property
     def retention_ms(self) -> int:
@@ -121,7 +142,17 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
     for cond, entry in raw_cond.items():
         if cond not in CONDITIONS:
             raise PolicyError(f"{source}: conditions.{cond}: unknown condition")
+        if cond in LIVENESS_CONDITIONS:
+            if entry not in LIVENESS_CLASSES:
+                raise PolicyError(
+                    f"{source}: conditions.{cond}: class must be one of "
+                    f"{list(LIVENESS_CLASSES)}, got {entry!r}"
+                )
+            conditions[cond] = entry
+            continue
         conditions[cond] = _class_of(f"{source}: conditions.{cond}", entry)
+    for cond in LIVENESS_CONDITIONS - conditions.keys():
+        conditions[cond] = "liveness"  # policies written before these conditions existed
     missing = sorted(CONDITIONS - conditions.keys())
     if missing:
         raise PolicyError(f"{source}: conditions: no class for {missing}")
@@ -148,6 +179,7 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
             f"{source}: evidence_retention_s must be a positive integer, got {retention_s!r}"
         )
     lifecycle = _lifecycle_keys(data, source)
+    silent = _silent_node(data.get("silent_node", {}), source)
     return Policy(
         lookback_ms=ints["lookback_s"] * 1000,
         grace_ms=ints["grace_s"] * 1000,
@@ -163,6 +195,10 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
         straggler_min_samples=min_samples,
         evidence_retention_ms=retention_s * 1000,
         **lifecycle,
+        heartbeat_interval_ms=silent["heartbeat_interval_s"] * 1000,
+        missed_heartbeats=silent["missed_heartbeats"],
+        silent_reasons=frozenset(silent["reasons"]),
+        silent_conditions=frozenset(silent["conditions"]),
     )
 
 
@@ -185,6 +221,38 @@ def _lifecycle_keys(data: dict[str, Any], source: str) -> dict[str, Any]:
         if not isinstance(flag, bool):
             raise PolicyError(f"{source}: {key} must be true or false, got {flag!r}")
         out[key] = flag
+    return out
+
+
+def _silent_node(raw: Any, source: str) -> dict[str, Any]:
+    """The `silent_node` section, each key defaulted (docs/silent-nodes.md)."""
+    where = f"{source}: silent_node"
+    if not isinstance(raw, dict):
+        raise PolicyError(f"{where} must be an object")
+    unknown = sorted(raw.keys() - {"heartbeat_interval_s", "missed_heartbeats", "reasons",
+                                   "conditions"})  # fmt: skip
+    if unknown:
+        raise PolicyError(f"{where}: unknown keys {unknown}")
+    out: dict[str, Any] = {}
+    for key, default in (
+        ("heartbeat_interval_s", DEFAULT_HEARTBEAT_INTERVAL_S),
+        ("missed_heartbeats", DEFAULT_MISSED_HEARTBEATS),
+    ):
+        v = raw.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise PolicyError(f"{where}.{key} must be a positive integer, got {v!r}")
+        out[key] = v
+    for key, default_names, allowed in (
+        ("reasons", DEFAULT_SILENT_REASONS, None),
+        ("conditions", DEFAULT_SILENT_CONDITIONS, LIVENESS_CONDITIONS - {"heartbeat"}),
+    ):
+        names = raw.get(key, list(default_names))
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise PolicyError(f"{where}.{key} must be a list of strings, got {names!r}")
+        bad = sorted(set(names) - allowed) if allowed is not None else []
+        if bad:
+            raise PolicyError(f"{where}.{key}: {bad} not among {sorted(allowed or ())}")
+        out[key] = names
     return out
 
 

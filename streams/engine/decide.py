@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from schemas.decisions import Decision, Evidence
+from streams.engine.evidence import in_window
 from streams.policy import Policy
 
 
@@ -59,10 +60,31 @@ def reason_evidence(term: Termination, policy: Policy) -> Evidence | None:
     )
 
 
+def counted(term: Termination, items: Iterable[Evidence], policy: Policy) -> list[Evidence]:
+    """The evidence as the verdict counts it: the silent-node rule (docs/silent-nodes.md)
+    makes a liveness condition it names (`agent_silent`, `nvml_hung`) hardware on its node
+    when the termination's reason is one it names (the job lost a worker) and the condition
+    was seen from `silent_after` before the termination to the end of its grace."""
+    out = list(items)
+    if term.reason not in policy.silent_reasons:
+        return out
+    start, end = term.ts_ms - policy.silent_after_ms, term.ts_ms + policy.grace_ms
+    for i, e in enumerate(out):
+        if (
+            e.cls == "liveness"
+            and e.node is not None
+            and e.code in policy.silent_conditions
+            and in_window(e, start, end)
+        ):
+            out[i] = replace(e, cls="hardware")
+    return out
+
+
 def decided_ts_ms(term: Termination, items: Iterable[Evidence], policy: Policy) -> int:
     """Event time at which the evidence is conclusive: the termination or the first hardware
     signal after it when there is hardware, else the end of the grace."""
-    first_hardware = min((e.ts_ms for e in items if e.cls == "hardware"), default=None)
+    hardware = (e.ts_ms for e in counted(term, items, policy) if e.cls == "hardware")
+    first_hardware = min(hardware, default=None)
     if first_hardware is None:
         return term.ts_ms + policy.grace_ms
     return max(term.ts_ms, first_hardware)
@@ -70,7 +92,7 @@ def decided_ts_ms(term: Termination, items: Iterable[Evidence], policy: Policy) 
 
 def decide(term: Termination, items: Iterable[Evidence], policy: Policy) -> Decision:
     """Verdict by precedence hardware > software > transient > unknown, then the action."""
-    evidence = sorted(items, key=Evidence.sort_key)
+    evidence = sorted(counted(term, items, policy), key=Evidence.sort_key)
     hardware = [e for e in evidence if e.cls == "hardware"]
     if hardware:
         verdict = "hardware"

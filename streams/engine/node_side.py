@@ -16,6 +16,7 @@ from schemas.decisions import Evidence
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 from streams.engine import evidence as ev
+from streams.engine import liveness
 from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.policy import Policy
 
@@ -46,6 +47,8 @@ class NodeState:
     # Times the node was released from quarantine (repaired), newest last, bounded: evidence
     # from before a release does not count against a job that ended after it.
     releases: list[int] = field(default_factory=list)
+    # Spans of the agent's heartbeats ([first, last] ts_ms, `streams.engine.liveness`).
+    alive: list[liveness.Run] = field(default_factory=list)
 
     def window_start(self, terminated_ts_ms: int, lookback_ms: int) -> int:
         start = terminated_ts_ms - lookback_ms
@@ -55,7 +58,9 @@ class NodeState:
         return start
 
     def is_empty(self) -> bool:
-        return not (self.evidence or self.quarantined or self.pending or self.releases)
+        return not (
+            self.evidence or self.quarantined or self.pending or self.releases or self.alive
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +68,7 @@ class NodeState:
             "quarantined": self.quarantined,
             "pending": [[p.job_id, p.attempt, p.terminated_ts_ms] for p in self.pending],
             "releases": self.releases,
+            "alive": self.alive,
         }
 
     @staticmethod
@@ -72,6 +78,7 @@ class NodeState:
             quarantined=d["quarantined"],
             pending=[PendingRef(j, a, t) for j, a, t in d["pending"]],
             releases=list(d.get("releases", [])),
+            alive=[(first, last) for first, last in d.get("alive", [])],
         )
 
 
@@ -161,7 +168,7 @@ class NodeSide:
         # Hot path (most records are `ok` health reports): no allocation for ignored records.
         item = self.evidence_of(rec)
         if item is not None:
-            out = self._store(item)
+            out = self._heard(item) if item.cls == "liveness" else self._store(item)
             out.extend(self._follow(rec.ts_ms))
             return out
         wm = self.clock.watermark
@@ -172,7 +179,7 @@ class NodeSide:
     def on_evidence(self, item: Evidence) -> list[NodeOutput]:
         """Evidence already classified (and possibly folded) by the signal filter: stored as
         `on_signal` stores it; time moves only on the filter's watermark records."""
-        return self._store(item)
+        return self._heard(item) if item.cls == "liveness" else self._store(item)
 
     def on_termination(self, msg: NodeTermination) -> list[NodeOutput]:
         """Answer a job's termination with this node's evidence in its window.
@@ -190,6 +197,7 @@ class NodeSide:
         end = msg.terminated_ts_ms + p.grace_ms
         items = tuple(e for e in state.evidence if ev.in_window(e, start, end))
         wm = self.clock.watermark
+        items += self._silence(msg.node, state, msg.terminated_ts_ms, wm)
         closed = wm is not None and wm > end
         if not closed and _pending_ref(state, msg.job_id, msg.attempt) is None:
             state.pending.append(PendingRef(msg.job_id, msg.attempt, msg.terminated_ts_ms))
@@ -211,7 +219,8 @@ class NodeSide:
             self._wake_at(msg.until_ms, msg.node, msg.job_id, msg.attempt)
             return []
         closed = wm is not None and wm > msg.terminated_ts_ms + self.policy.grace_ms
-        return [NodeReport(msg.job_id, msg.attempt, msg.node, (), False, closed, wm)]
+        items = self._silence(msg.node, state, msg.terminated_ts_ms, wm)
+        return [NodeReport(msg.job_id, msg.attempt, msg.node, items, False, closed, wm)]
 
     def _wake_at(self, at_ms: int, node: str, job_id: str, attempt: int) -> None:
         """Report on (job, attempt) from `node` once the watermark passes `at_ms`."""
@@ -251,7 +260,8 @@ class NodeSide:
             if closed:
                 state.pending.remove(ref)
                 self._put(node, state)
-            out.append(NodeReport(job_id, attempt, node, (), False, closed, ts_ms))
+            items = self._silence(node, state, ref.terminated_ts_ms, ts_ms)
+            out.append(NodeReport(job_id, attempt, node, items, False, closed, ts_ms))
         return out
 
     def close_all(self) -> list[NodeOutput]:
@@ -261,6 +271,38 @@ class NodeSide:
         return self.advance(max(c[0] for c in self.clock.closing) + 1)
 
     # -- internals ------------------------------------------------------------------------
+    def _heard(self, item: Evidence) -> list[NodeOutput]:
+        """A heartbeat (or a fold of them) from the node's agent: it was alive then. Any other
+        liveness condition (`nvml_hung`) is also stored as evidence."""
+        assert item.node is not None
+        state = self.nodes.get(item.node) or NodeState()
+        last = item.ts_ms if item.last_ts_ms is None else item.last_ts_ms
+        silent_after = self.policy.silent_after_ms
+        changed = liveness.heard(state.alive, item.ts_ms, last, silent_after)
+        if self.clock.watermark is not None:
+            horizon = min(self.clock.watermark, item.ts_ms) - self.policy.retention_ms
+            changed = liveness.prune(state.alive, horizon) or changed
+        if item.code == "heartbeat":
+            if changed:
+                self._put(item.node, state)
+            return []
+        self.nodes[item.node] = state  # _store reads it back
+        return self._store(item)
+
+    def _silence(
+        self, node: str, state: NodeState | None, terminated_ts_ms: int, watermark: int | None
+    ) -> tuple[Evidence, ...]:
+        """`agent_silent` evidence when the node's agent was silent at the termination; only
+        once the node's evidence is complete past it (every heartbeat before it is read)."""
+        if state is None or watermark is None or watermark <= terminated_ts_ms:
+            return ()
+        since = liveness.silent_since(state.alive, terminated_ts_ms, self.policy.silent_after_ms)
+        if since is None:
+            return ()
+        return (
+            Evidence(node, None, "health", "agent_silent", since, "liveness", 1, terminated_ts_ms),
+        )
+
     def _store(self, item: Evidence) -> list[NodeOutput]:
         p = self.policy
         assert item.node is not None

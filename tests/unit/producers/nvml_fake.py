@@ -4,7 +4,8 @@
 `NvmlXidEvent`, `None` (an event of another type), an exception to raise, or a callable run
 first (a change of the world, e.g. a GPU falling off the bus). When the script runs out the
 fake waits `timeout_ms`, raises `NvmlTimeout` and sets `events_done`, like a quiet GPU.
-Metrics are per GPU index; an exception as a value is raised when the metric is read.
+Metrics are per GPU index; an exception as a value is raised when the metric is read, and a
+`Blocks` value blocks the read until released (a hung NVML call).
 """
 
 from __future__ import annotations
@@ -23,6 +24,23 @@ from producers.nvml_source import (
     NvmlTimeout,
     NvmlXidEvent,
 )
+
+
+class Blocks:
+    """A metric whose read blocks (a hung driver) until `release()`, then reads `then`."""
+
+    def __init__(self, then: Any) -> None:
+        self.then = then
+        self.entered = threading.Event()
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def wait(self) -> Any:
+        self.entered.set()
+        self._released.wait(60)
+        return self.then
 
 
 def lost() -> NvmlGpuLost:
@@ -73,6 +91,8 @@ class FakeNvml:
             self.calls.append(name)
             self.sampled.set()
             value = getattr(self._gpu(handle), name)
+        if isinstance(value, Blocks):
+            value = value.wait()  # outside the lock: the other thread's calls go on
         if isinstance(value, BaseException):
             raise value
         return value
