@@ -180,6 +180,18 @@ def build() -> gd.Dashboard:
     )
     d = d.with_panel(
         _stat(
+            "NVML hung (5m)",
+            "Node agents whose NVML calls stopped returning in the last 5 minutes (a hung "
+            "driver): WorkerLost/NodeLost there is decided hardware (docs/silent-nodes.md).",
+            Q(
+                'count(increase(gpufailover_agent_health_conditions_total{condition="nvml_hung"}'
+                "[5m]) > 0) or vector(0)"
+            ),
+            red_at=1,
+        )
+    )
+    d = d.with_panel(
+        _stat(
             "Agent events dropped (1h)",
             "Events node agents dropped because their buffer to the broker was full.",
             Q("sum(increase(gpufailover_agent_dropped_events_total[1h]))"),
