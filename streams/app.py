@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any, cast
 
 import faust
@@ -39,7 +40,7 @@ from streams.job_glue import JobGlue
 from streams.metrics import ClassifierMetrics
 from streams.policy import load_policy
 from streams.signal_loop import SignalLoop
-from streams.tables import CodecTable
+from streams.tables import CodecTable, WriteBack
 
 log = logging.getLogger("gpufailover.classifier")
 apply_faust_patches()  # faust 0.15.3 loses input records after table recovery: see the module
@@ -173,38 +174,54 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
     )
     metrics.lag_from(lambda: lag() + signal_loop.lag())
 
+    # Outputs before state: what a record changes in the tables is held until its outputs
+    # are acknowledged by the broker, then written (`drive`). A worker killed in between
+    # restarts from the old state and sends the same outputs again under the same keys
+    # (applied once downstream); the other order could persist "decided" and lose the decision.
+    # The node and job agents run concurrently, each with its own tables.
+    staged: dict[str, WriteBack[dict[str, Any]]] = {
+        name: WriteBack(table(name))
+        for name in ("node-states", "clocks", "job-states", "job-progress", "progress-clocks")
+    }
+    node_tables = [staged["node-states"], staged["clocks"]]
+    job_tables = [staged["job-states"], staged["job-progress"], staged["progress-clocks"]]
     node_glue = NodeGlue(
         policy,
         names,
-        CodecTable(table("node-states"), NodeState.from_dict, NodeState.to_dict),
-        CodecTable(table("clocks"), PartitionClock.from_dict, PartitionClock.to_dict),
+        CodecTable(staged["node-states"], NodeState.from_dict, NodeState.to_dict),
+        CodecTable(staged["clocks"], PartitionClock.from_dict, PartitionClock.to_dict),
         bounds,
     )
     job_glue = JobGlue(
         policy,
         names,
-        CodecTable(table("job-states"), JobState.from_dict, JobState.to_dict),
-        CodecTable(table("job-progress"), Progress.from_dict, Progress.to_dict),
-        CodecTable(table("progress-clocks"), ProgressClock.from_dict, ProgressClock.to_dict),
+        CodecTable(staged["job-states"], JobState.from_dict, JobState.to_dict),
+        CodecTable(staged["job-progress"], Progress.from_dict, Progress.to_dict),
+        CodecTable(staged["progress-clocks"], ProgressClock.from_dict, ProgressClock.to_dict),
         idle_after_ms=int(settings.idle_after_s * 1000),
         lagging=lagging,
         bounds=bounds,
     )
 
-    async def send(out: Out) -> None:
+    async def send(out: Out) -> Awaitable[Any]:
+        """Queue `out` with the producer; the result resolves once the broker has it."""
         target = outputs.get(out.topic) or topic(out.topic)
         outputs[out.topic] = target
-        await target.send(key=out.key, value=out.value, partition=out.partition)
+        delivered = await target.send(key=out.key, value=out.value, partition=out.partition)
         metrics.sent(logical(out.topic))
+        return cast("Awaitable[Any]", delivered)
 
     async def drive(stream: Any, glue: NodeGlue | JobGlue) -> None:
         agent = "node" if isinstance(glue, NodeGlue) else "job"
+        tables = node_tables if isinstance(glue, NodeGlue) else job_tables
         async for event in stream.events():
             msg = event.message
             processed[msg.tp] = msg.offset
             try:
                 results = glue.handle(msg.topic, msg.partition, msg.offset, msg.key, msg.value)
             except (faust.exceptions.FaustError, KafkaError):
+                for state in tables:
+                    state.discard()
                 # The framework or the broker failed (e.g. a changelog not ready yet): not the
                 # record's fault. Crash the agent (CrashingSupervisor stops the worker) so the
                 # record is processed again after a restart instead of being dead-lettered.
@@ -213,6 +230,8 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
                 )
                 raise
             except Exception as exc:
+                for state in tables:
+                    state.discard()
                 log.exception("processing %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
                 bad = dead_letter(
                     names,
@@ -226,8 +245,12 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
                     f"{agent}-agent",
                 )
                 results = [bad] if bad else []
+            delivered = [await send(out) for out in results]
+            if delivered:
+                await asyncio.gather(*delivered)
+            for state in tables:
+                state.flush()  # only now: see `staged`
             for out in results:
-                await send(out)
                 if out.decision is not None:
                     metrics.decision(out.decision)
                 elif out.alert is not None:
