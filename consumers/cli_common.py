@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from deploy.topics import TopicNames
 from gpufailover import settings as env
 from gpufailover.cli_errors import quiet_kafka_client_logs
 from gpufailover.security import KafkaSecurity, add_security_arguments
+from schemas.topics import TopicNames
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from deploy.topics import SPECS, TOPICS, TopicNames
+from schemas.topics import SPECS, TOPICS, TopicNames
 
 
 class Resource(enum.IntEnum):

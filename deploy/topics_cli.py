@@ -7,18 +7,11 @@ import sys
 from typing import Any
 
 from deploy.kafka_admin import run_sync
-from deploy.topics import (
-    TOPICS,
-    TopicMismatchError,
-    TopicNames,
-    create_topics,
-    default_partitions,
-    default_prefix,
-    describe_topics,
-)
+from deploy.topics import TopicMismatchError, create_topics, default_partitions, describe_topics
 from gpufailover.cli_errors import TopicsMissing, quiet_kafka_client_logs
 from gpufailover.security import KafkaSecurity, add_security_arguments
 from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap
+from schemas.topics import TOPICS, TopicNames, default_prefix
 
 
 def register(subparsers: Any) -> None:

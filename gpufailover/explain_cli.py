@@ -22,8 +22,8 @@ from gpufailover.cli_errors import NotFound, UsageError
 
 if TYPE_CHECKING:
     from consumers.runtime.records import InRecord
-    from deploy.topics import TopicNames
     from gpufailover.security import KafkaSecurity
+    from schemas.topics import TopicNames
     from streams.explain import SourceRecord
     from streams.policy import Policy
 

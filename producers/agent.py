@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from deploy.topics import TopicNames
 from gpufailover.metric_labels import xid_label
 from producers.dedup import FloodDeduper, gpu_key
 from producers.heartbeat import Heartbeat
@@ -30,6 +29,7 @@ from producers.publisher import BufferedPublisher
 from producers.spool import Outgoing
 from schemas.codec import dumps
 from schemas.health import GpuHealth
+from schemas.topics import Topic, TopicNames
 from schemas.xid import GpuXid
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class Agent:
             self.cursor.saved(cursor)
 
     def _outgoing(self, rec: Record) -> Outgoing:
-        logical = "gpu.xid" if isinstance(rec, GpuXid) else "gpu.health"
+        logical = Topic.GPU_XID if isinstance(rec, GpuXid) else Topic.GPU_HEALTH
         return Outgoing(logical, self.topics.name(logical), rec.node.encode(), dumps(rec.to_dict()))
 
     def flush_due(self) -> None:

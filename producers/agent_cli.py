@@ -36,8 +36,8 @@ def _err(message: str) -> None:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from deploy.topics import TopicNames, default_prefix
     from producers.metrics import AgentMetrics
+    from schemas.topics import TopicNames, default_prefix
 
     try:
         settings = settings_from_args(args)

@@ -14,12 +14,12 @@ import time
 from types import TracebackType
 from typing import Any
 
-from deploy.topics import TopicNames
 from gpufailover.kafka import make_producer, partitions_of
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from gpufailover.settings import default_bootstrap
 from schemas.codec import dumps
 from schemas.jobs import JobEvent, validate_new_event
+from schemas.topics import TopicNames
 
 
 def now_ms() -> int:

@@ -141,8 +141,8 @@ def build_event(args: argparse.Namespace, now_ms: int) -> JobEvent:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from deploy.topics import TopicNames, default_prefix
     from producers.jobs import now_ms
+    from schemas.topics import TopicNames, default_prefix
 
     try:
         names = TopicNames(default_prefix() if args.topic_prefix is None else args.topic_prefix)

@@ -31,10 +31,10 @@ from collections import deque
 from types import TracebackType
 from typing import Any
 
-from deploy.topics import TopicNames
 from gpufailover.security import KafkaSecurity
 from schemas.codec import dumps
 from schemas.telemetry import TrainingTelemetry
+from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)
 

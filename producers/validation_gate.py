@@ -25,7 +25,6 @@ from typing import Any
 
 from consumers.runtime.records import InRecord, now_ms
 from consumers.runtime.tail import TopicTail
-from deploy.topics import TopicNames
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from gpufailover.settings import env_bool, env_float, env_str
 from producers.spool import Outgoing
@@ -33,13 +32,14 @@ from producers.validation import AUTO, Outcome, resolve, validate
 from schemas.codec import dumps, loads
 from schemas.errors import SchemaError
 from schemas.quarantine import KIND_REPAIR, KIND_RESULT, ValidationRequest, ValidationResult
+from schemas.topics import Topic, TopicNames
 
 log = logging.getLogger(__name__)
 
 _E = "GPUFAILOVER_AGENT_"
 SYNC_TIMEOUT_S = 60.0
 GATE_RETRY_S = (1.0, 60.0)  # first and longest wait before following nodes.validate again
-RESULTS_LOGICAL = "nodes.validation-results"
+RESULTS_LOGICAL = Topic.VALIDATION_RESULTS
 
 Publish = Callable[[Outgoing], object]  # the agent publisher's accept: spooled, then sent
 Runner = Callable[[ValidationRequest], Awaitable[Outcome]]

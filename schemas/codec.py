@@ -12,15 +12,16 @@ from schemas.errors import SchemaError
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
+from schemas.topics import Topic
 from schemas.xid import GpuXid
 
 InputRecord = GpuXid | GpuHealth | JobEvent | TrainingTelemetry
 
 DECODERS: dict[str, Callable[[Any], InputRecord]] = {
-    "gpu.xid": GpuXid.from_dict,
-    "gpu.health": GpuHealth.from_dict,
-    "jobs.events": JobEvent.from_dict,
-    "training.telemetry": TrainingTelemetry.from_dict,
+    Topic.GPU_XID: GpuXid.from_dict,
+    Topic.GPU_HEALTH: GpuHealth.from_dict,
+    Topic.JOBS_EVENTS: JobEvent.from_dict,
+    Topic.TRAINING_TELEMETRY: TrainingTelemetry.from_dict,
 }
 
 

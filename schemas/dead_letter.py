@@ -24,6 +24,7 @@ from typing import Any
 from schemas import _fields as f
 from schemas.codec import dumps
 from schemas.errors import SchemaError
+from schemas.topics import Topic
 
 # decode: the record does not match its topic's schema (the record's fault);
 # process: a well-formed record made the component fail (the component's fault).
@@ -38,15 +39,15 @@ KIND = "dead-letter"  # tells it apart on a shared topic (failover.alerts: no .d
 # Who dead-letters a malformed record of each input topic (logical names). A topic read by
 # one component only is listed too, so the table is the whole answer.
 OWNERS: dict[str, str] = {
-    "gpu.xid": "signal-filter",
-    "gpu.health": "signal-filter",
-    "jobs.events": "job-agent",  # also read by jobstatus (and the requeue service's tail)
-    "training.telemetry": "job-agent",
-    "nodes.quarantine": "node-agent",  # also read by the services' tails (never dead-lettered)
-    "failover.decisions": "jobstatus",  # also read by quarantine and requeue
-    "failover.quarantine-requests": "quarantine",
-    "failover.alerts": "quarantine",
-    "nodes.validation-results": "quarantine",
+    Topic.GPU_XID: "signal-filter",
+    Topic.GPU_HEALTH: "signal-filter",
+    Topic.JOBS_EVENTS: "job-agent",  # also read by jobstatus (and the requeue service's tail)
+    Topic.TRAINING_TELEMETRY: "job-agent",
+    Topic.NODES_QUARANTINE: "node-agent",  # also read by the services' tails (never dead-lettered)
+    Topic.FAILOVER_DECISIONS: "jobstatus",  # also read by quarantine and requeue
+    Topic.QUARANTINE_REQUESTS: "quarantine",
+    Topic.FAILOVER_ALERTS: "quarantine",
+    Topic.VALIDATION_RESULTS: "quarantine",
 }
 
 # Size bounds. orjson writes at most 6 bytes per byte of text (a control character becomes

@@ -27,9 +27,9 @@ from faust.types import TP
 from mode.supervisors import CrashingSupervisor
 from prometheus_client.exposition import choose_encoder
 
-from deploy.topics import TopicNames
 from gpufailover.settings import state_dir
 from schemas.event_time import EventTimeBounds
+from schemas.topics import TopicNames
 from streams.config import ClassifierSettings
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock

@@ -19,6 +19,7 @@ from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
+from schemas.topics import Topic
 from schemas.xid import GpuXid
 from streams.explain_model import Attempt, Event, Explanation, Signal, SourceRecord
 from streams.policy import Policy
@@ -53,11 +54,11 @@ def job_nodes(job_id: str, records: Iterable[SourceRecord]) -> set[str]:
     """Every node the job's events name (which node-keyed partitions to read)."""
     nodes: set[str] = set()
     for rec in records:
-        if rec.topic == "jobs.events" and rec.key == job_id and isinstance(rec.value, dict):
+        if rec.topic == Topic.JOBS_EVENTS and rec.key == job_id and isinstance(rec.value, dict):
             raw = rec.value.get("nodes")
             if isinstance(raw, list):
                 nodes.update(n for n in raw if isinstance(n, str))
-        elif rec.topic == "failover.decisions" and isinstance(rec.value, dict):
+        elif rec.topic == Topic.FAILOVER_DECISIONS and isinstance(rec.value, dict):
             raw = rec.value.get("suspect_nodes")
             if rec.key == job_id and isinstance(raw, list):
                 nodes.update(n for n in raw if isinstance(n, str))
@@ -98,17 +99,17 @@ def _gather_job(job_id: str, records: list[SourceRecord], unreadable: list[str])
         if rec.key != job_id:
             continue
         try:
-            if rec.topic == "jobs.events":
+            if rec.topic == Topic.JOBS_EVENTS:
                 event = JobEvent.from_dict(rec.value)
                 if event.job_id == job_id:
                     job.events.setdefault(event.attempt, []).append(event)
-            elif rec.topic == "failover.decisions":
+            elif rec.topic == Topic.FAILOVER_DECISIONS:
                 decision = Decision.from_dict(rec.value)
                 if decision.job_id == job_id:  # one decision per (job, attempt): keep the first
                     job.decisions.setdefault(decision.attempt, decision)
-            elif rec.topic == "jobs.requeue":
+            elif rec.topic == Topic.JOBS_REQUEUE:
                 job.other.append(_requeue_event(rec.value))
-            elif rec.topic == "failover.alerts":
+            elif rec.topic == Topic.FAILOVER_ALERTS:
                 job.other.append(_alert_event(rec.value))
         except SchemaError as exc:
             unreadable.append(f"{rec.where or rec.topic}: {exc}")
@@ -161,7 +162,7 @@ def _releases(records: list[SourceRecord], nodes: set[str]) -> dict[str, list[in
     out: dict[str, list[int]] = {}
     for rec in records:
         v = rec.value
-        if rec.topic != "nodes.quarantine" or not isinstance(v, dict):
+        if rec.topic != Topic.NODES_QUARANTINE or not isinstance(v, dict):
             continue
         node, ts = v.get("node"), v.get("ts_ms")
         if node in nodes and v.get("state") == "released" and isinstance(ts, int):
@@ -175,11 +176,11 @@ def _raw_signals(
     """Every XID and every health condition but `ok` on the job's nodes, classified."""
     out: list[Signal] = []
     for rec in records:
-        if rec.topic not in ("gpu.xid", "gpu.health") or rec.key not in nodes:
+        if rec.topic not in (Topic.GPU_XID, Topic.GPU_HEALTH) or rec.key not in nodes:
             continue
         v = rec.value
         try:
-            if rec.topic == "gpu.xid":
+            if rec.topic == Topic.GPU_XID:
                 xid = GpuXid.from_dict(v)
                 code: int | str = xid.xid
                 cls = policy.classify_xid(xid.xid) if policy.is_known_xid(xid.xid) else "unknown"
@@ -353,7 +354,7 @@ def _timeline(
     events.extend(e for e in job.other if e.attempt is None or e.attempt in wanted)
     span = _span(attempts)
     for rec in records:
-        if rec.topic in ("nodes.quarantine", "failover.quarantine-requests"):
+        if rec.topic in (Topic.NODES_QUARANTINE, Topic.QUARANTINE_REQUESTS):
             event = _quarantine_event(rec, nodes, span, unreadable)
             if event is not None:
                 events.append(event)
@@ -396,7 +397,7 @@ def _quarantine_event(
     because = f", {first.get('kind')} {first.get('code')}" if first else ""
     job = v.get("job_id")
     names = f" for job {job}" if job else ", names no job"
-    if rec.topic == "failover.quarantine-requests":
+    if rec.topic == Topic.QUARANTINE_REQUESTS:
         text = f"quarantine requested ({v.get('reason')}{because}){names}"
         return Event(ts, "quarantine-request", None, node, text)
     return Event(ts, "quarantine", None, node, f"node {state} ({v.get('reason')}{because}){names}")

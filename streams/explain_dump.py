@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import orjson
 
+from schemas.topics import Topic
 from streams.explain import SourceRecord
 from streams.policy import Policy
 from streams.replay import QUARANTINE_TOPIC, Replayer
@@ -30,7 +31,7 @@ def records_from_dump(
         if rec is None:
             continue
         if rec.topic == QUARANTINE_TOPIC:
-            rec = SourceRecord("failover.quarantine-requests", rec.key, rec.value, rec.where)
+            rec = SourceRecord(Topic.QUARANTINE_REQUESTS, rec.key, rec.value, rec.where)
         out.append(rec)
     return out
 

@@ -19,10 +19,17 @@ from typing import Any
 import orjson
 
 from consumers.runtime.records import InRecord
+from schemas.topics import Topic
 
 # What replay reads (`streams/replay.py`): the pipeline's inputs and the quarantine states
 # (releases reset a node's window); the outputs it recomputes are left out.
-EXPORTED_TOPICS = ("jobs.events", "gpu.xid", "gpu.health", "training.telemetry", "nodes.quarantine")
+EXPORTED_TOPICS: tuple[str, ...] = (
+    Topic.JOBS_EVENTS,
+    Topic.GPU_XID,
+    Topic.GPU_HEALTH,
+    Topic.TRAINING_TELEMETRY,
+    Topic.NODES_QUARANTINE,
+)
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _DURATION = re.compile(r"(\d+)([smhdw])")
 

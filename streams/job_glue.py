@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterable, MutableMapping
 
 import orjson
 
-from deploy.topics import TopicNames
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
+from schemas.topics import TopicNames
 from streams.clock import InputClock, Lagging, never_lagging, now_ms
 from streams.engine.job_side import JobOutput, JobSide, JobState
 from streams.engine.messages import NodeReport, NodeTermination

@@ -23,6 +23,7 @@ from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
+from schemas.topics import Topic
 from streams.clock import now_ms as wall_ms
 from streams.engine.local import LocalPipeline, Output
 from streams.engine.progress import JobAlert
@@ -31,13 +32,13 @@ from streams.policy import Policy
 # Topics the pipeline itself writes: a dump may hold them; replay recomputes them instead.
 OUTPUT_TOPICS = frozenset(
     {
-        "failover.decisions",
-        "jobs.requeue",
-        "jobs.status",
-        "failover.alerts",
+        Topic.FAILOVER_DECISIONS,
+        Topic.JOBS_REQUEUE,
+        Topic.JOBS_STATUS,
+        Topic.FAILOVER_ALERTS,
     }
 )
-QUARANTINE_TOPIC = "nodes.quarantine"
+QUARANTINE_TOPIC = Topic.NODES_QUARANTINE
 
 
 @dataclass
@@ -187,10 +188,10 @@ class Replayer:
             if isinstance(out, Decision):
                 self.stats.verdicts[out.verdict] += 1
                 self.stats.actions[out.action] += 1
-                yield _line("failover.decisions", out.job_id, out.to_dict())
+                yield _line(Topic.FAILOVER_DECISIONS, out.job_id, out.to_dict())
             elif isinstance(out, JobAlert):
                 self.stats.alerts[out.kind] += 1
-                yield _line("failover.alerts", out.job_id, out.to_dict())
+                yield _line(Topic.FAILOVER_ALERTS, out.job_id, out.to_dict())
             else:
                 self.stats.quarantined.append(out.node)
                 yield _line(QUARANTINE_TOPIC, out.node, out.to_dict())

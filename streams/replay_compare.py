@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from schemas.decisions import Decision, Evidence
+from schemas.topics import Topic
 from streams.explain import class_under
 from streams.explain_render import iso
 from streams.policy import Policy
@@ -121,7 +122,7 @@ def replay_outcome(lines: Sequence[bytes], policy: Policy, now_ms: int | None) -
     quarantined: list[str] = []
     for raw in Replayer(policy, now_ms).run(lines):
         rec = orjson.loads(raw)
-        if rec["topic"] == "failover.decisions":
+        if rec["topic"] == Topic.FAILOVER_DECISIONS:
             d = Decision.from_dict(rec["value"])
             decisions.setdefault((d.job_id, d.attempt), d)
         elif rec["topic"] == QUARANTINE_TOPIC:

@@ -33,13 +33,13 @@ from typing import Any
 
 import orjson
 
-from deploy.topics import TopicNames
 from schemas.bounds import TS_CEIL_MS, saturating_add
 from schemas.codec import loads
 from schemas.decisions import Evidence
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.health import GpuHealth
+from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from streams.clock import InputClock, Lagging, never_lagging
 from streams.engine.evidence import coalesces

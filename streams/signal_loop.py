@@ -17,10 +17,10 @@ from typing import Any
 
 from aiokafka.structs import TopicPartition
 
-from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.event_time import EventTimeBounds
+from schemas.topics import TopicNames
 from streams.clock import now_ms
 from streams.metrics import ClassifierMetrics
 from streams.policy import Policy

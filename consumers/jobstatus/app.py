@@ -20,6 +20,7 @@ from consumers.runtime.loop import LoopConfig, TransactionalLoop
 from consumers.runtime.records import InRecord
 from consumers.runtime.tail import TopicTail
 from schemas.event_time import EventTimeBounds
+from schemas.topics import Topic
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ async def run_job_status(
     table = StatusTable()
 
     def table_error(rec: InRecord, exc: Exception) -> None:
-        metrics.loop.table_errors.labels(topic="jobs.status").inc()
+        metrics.loop.table_errors.labels(topic=Topic.JOBS_STATUS).inc()
 
     tail = TopicTail(
         common.bootstrap,

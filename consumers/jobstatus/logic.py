@@ -13,12 +13,12 @@ from consumers.jobstatus.metrics import JobStatusMetrics
 from consumers.jobstatus.records import Awaiting, JobStatus, Step
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
-from deploy.topics import TopicNames
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.jobs import JobEvent
+from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)
 

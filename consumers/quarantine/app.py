@@ -36,6 +36,7 @@ from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
+from schemas.topics import Topic
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ async def run_quarantine(
     )
 
     def table_error(rec: InRecord, exc: Exception) -> None:
-        metrics.loop.table_errors.labels(topic="nodes.quarantine").inc()
+        metrics.loop.table_errors.labels(topic=Topic.NODES_QUARANTINE).inc()
 
     tail = TopicTail(
         common.bootstrap,

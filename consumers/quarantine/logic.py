@@ -30,12 +30,12 @@ from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QUARANTINED, RELEASED, QuarantineTable
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
-from deploy.topics import TopicNames
 from schemas.audit import VALIDATE, OperatorCommand
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.quarantine import KIND_REPAIR, QuarantineRecord, ValidationResult
+from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)
 

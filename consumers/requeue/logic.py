@@ -17,10 +17,10 @@ from consumers.requeue.records import RequeueCommand
 from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
-from deploy.topics import TopicNames
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
+from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)
 

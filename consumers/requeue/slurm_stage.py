@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 from consumers.quarantine.actuation import Backoff
 from consumers.requeue.slurm import SlurmScheduler
 from consumers.requeue.stage import END_ACTIONS, SchedulerStage, StageMetrics
-from deploy.topics import TopicNames
 from gpufailover.security import PLAINTEXT, KafkaSecurity
+from schemas.topics import TopicNames
 
 __all__ = ["END_ACTIONS", "SlurmStage", "SlurmStageMetrics"]
 

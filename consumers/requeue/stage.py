@@ -23,12 +23,12 @@ from prometheus_client import CollectorRegistry, Counter
 from consumers.quarantine.actuation import Backoff
 from consumers.requeue.records import RequeueCommand
 from consumers.runtime.records import InRecord
-from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
+from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import socket
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
-from deploy.topics import TopicNames, validate_prefix
 from gpufailover import settings as env
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
+from schemas.topics import TopicNames, validate_prefix
 
 T = TypeVar("T")
 

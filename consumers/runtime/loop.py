@@ -21,11 +21,11 @@ from typing import Any, Protocol
 
 from consumers.runtime.metrics import LoopMetrics
 from consumers.runtime.records import InRecord, Output, dead_letter, owned_elsewhere
-from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.dead_letter import COMPONENTS as DEAD_LETTER_COMPONENTS
 from schemas.errors import SchemaError
+from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from deploy.topics import TopicNames
 from schemas.codec import dumps, loads
 from schemas.dead_letter import DeadLetter
 from schemas.dead_letter import owner as dead_letter_owner
 from schemas.errors import SchemaError
+from schemas.topics import TopicNames
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,31 +12,31 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from deploy.kafka_admin import admin_client
-from deploy.topics import SPECS, TopicNames
 from gpufailover.chaos.check import WALL_MS, BadRecord, Observed
 from gpufailover.chaos.workload import Record
+from schemas.topics import SPECS, Topic, TopicNames
 
 log = logging.getLogger("gpufailover.chaos")
 
 # Output topics the invariants read (logical names); every <input>.dlq is read too.
 OUTPUTS = (
-    "failover.decisions",
-    "failover.quarantine-requests",
-    "nodes.quarantine",
-    "jobs.requeue",
+    Topic.FAILOVER_DECISIONS,
+    Topic.QUARANTINE_REQUESTS,
+    Topic.NODES_QUARANTINE,
+    Topic.JOBS_REQUEUE,
 )
 # Topics whose consumer lag says whether the pipeline is done: written without transactions,
 # so a group that read everything has committed exactly the end offset.
 LAG_TOPICS = (
-    "gpu.xid",
-    "gpu.health",
-    "jobs.events",
-    "training.telemetry",
-    "failover.term-by-node",
-    "failover.node-signals",
-    "failover.node-evidence",
-    "failover.decisions",
-    "failover.quarantine-requests",
+    Topic.GPU_XID,
+    Topic.GPU_HEALTH,
+    Topic.JOBS_EVENTS,
+    Topic.TRAINING_TELEMETRY,
+    Topic.TERM_BY_NODE,
+    Topic.NODE_SIGNALS,
+    Topic.NODE_EVIDENCE,
+    Topic.FAILOVER_DECISIONS,
+    Topic.QUARANTINE_REQUESTS,
 )
 
 
@@ -94,10 +94,12 @@ class Outputs:
 
         dlqs = [names.name(s.logical) for s in SPECS.values() if s.logical.endswith(".dlq")]
         return Observed(
-            decisions=values("failover.decisions"),
-            quarantine_requests=values("failover.quarantine-requests"),
-            quarantines=[q for q in values("nodes.quarantine") if q.get("state") == "quarantined"],
-            requeues=values("jobs.requeue"),
+            decisions=values(Topic.FAILOVER_DECISIONS),
+            quarantine_requests=values(Topic.QUARANTINE_REQUESTS),
+            quarantines=[
+                q for q in values(Topic.NODES_QUARANTINE) if q.get("state") == "quarantined"
+            ],
+            requeues=values(Topic.JOBS_REQUEUE),
             dead_letters=[d for t in dlqs for d in self.by_topic.get(t, [])],
         )
 

@@ -12,6 +12,7 @@ import orjson
 from gpufailover.chaos.workload import Record
 from schemas.bounds import TS_CEIL_MS
 from schemas.event_time import EventTimeBounds
+from schemas.topics import Topic
 from streams.policy import Policy
 from streams.replay import Replayer
 
@@ -40,12 +41,12 @@ def replay(records: Iterable[Record], policy: Policy) -> ReplayAnswer:
     for line in replayer.run(lines()):
         out = orjson.loads(line)
         value = out["value"]
-        if out["topic"] == "failover.decisions":
+        if out["topic"] == Topic.FAILOVER_DECISIONS:
             key = (str(value["job_id"]), int(value["attempt"]))
             if key in decisions:
                 raise AssertionError(f"replay decided {key} twice")  # the engine's own promise
             decisions[key] = value
-        elif out["topic"] == "nodes.quarantine":
+        elif out["topic"] == Topic.NODES_QUARANTINE:
             quarantines[str(out["key"])] += 1
             rounds.setdefault(str(out["key"]), current[0])
     dead = sum(replayer.stats.dead_letters.values())

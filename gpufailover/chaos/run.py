@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from deploy.topics import TopicNames, create_topics
+from deploy.topics import create_topics
 from gpufailover.chaos import report
 from gpufailover.chaos.bus import Publisher, Reader, pipeline_lag
 from gpufailover.chaos.check import BadRecord, Expected, check
@@ -41,6 +41,7 @@ from gpufailover.chaos.workload import (
     close_markers,
 )
 from gpufailover.settings import state_dir
+from schemas.topics import TopicNames
 from streams.policy import load_policy
 
 log = logging.getLogger("gpufailover.chaos")

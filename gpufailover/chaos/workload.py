@@ -24,6 +24,7 @@ from producers.sim.records import Out, job_out, ok_out, signal_out, telemetry_ou
 from producers.sim.scenarios import BY_NAME, SCENARIOS, Draw, Modifiers, draw
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
+from schemas.topics import Topic
 
 MINUTE_MS = 60_000
 START_MS = 1_798_761_600_000  # 2027-01-01T00:00Z: event time, unrelated to the wall clock
@@ -113,7 +114,7 @@ def close_markers(max_ts_ms: int, lookback_ms: int, grace_ms: int, partitions: i
     value = orjson.dumps(
         {"node": "end-of-input", "ts_ms": max_ts_ms + lookback_ms + grace_ms + 1, "condition": "ok"}
     )
-    return [Record("gpu.health", None, value, -1, partition=p) for p in range(partitions)]
+    return [Record(Topic.GPU_HEALTH, None, value, -1, partition=p) for p in range(partitions)]
 
 
 @dataclass
@@ -201,13 +202,13 @@ def _node_incident(rng: random.Random, mods: Modifiers, node: str, base: int) ->
 
 # What a malformed record looks like, per input topic: (what is wrong, key kind, value).
 _BAD: tuple[tuple[str, str, str, Any], ...] = (
-    ("gpu.xid", "not JSON", "node", b'{"node": "gpu-node-001", "xid": 79,'),
-    ("gpu.health", "ts_ms not an integer", "node", {"node": "?", "ts_ms": "soon",
-                                                    "condition": "ok"}),
-    ("jobs.events", "unknown event type", "job", {"job_id": "?", "attempt": 0, "type": "exploded",
-                                                  "ts_ms": 0, "schema_version": 1}),
-    ("training.telemetry", "heartbeat without step", "job", {"job_id": "?", "attempt": 0,
-                                                             "kind": "heartbeat", "ts_ms": 0}),
+    (Topic.GPU_XID, "not JSON", "node", b'{"node": "gpu-node-001", "xid": 79,'),
+    (Topic.GPU_HEALTH, "ts_ms not an integer", "node",
+     {"node": "?", "ts_ms": "soon", "condition": "ok"}),
+    (Topic.JOBS_EVENTS, "unknown event type", "job",
+     {"job_id": "?", "attempt": 0, "type": "exploded", "ts_ms": 0, "schema_version": 1}),
+    (Topic.TRAINING_TELEMETRY, "heartbeat without step", "job",
+     {"job_id": "?", "attempt": 0, "kind": "heartbeat", "ts_ms": 0}),
 )  # fmt: skip
 
 

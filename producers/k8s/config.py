@@ -7,9 +7,9 @@ import argparse
 from dataclasses import dataclass, field
 
 from consumers.runtime.config import add_metrics_host_argument, flag
-from deploy.topics import TopicNames, default_prefix
 from gpufailover import settings as env
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
+from schemas.topics import TopicNames, default_prefix
 
 _E = "GPUFAILOVER_K8S_EVENTS_"
 

@@ -14,14 +14,20 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
 from producers.jobs import JobEventPublisher
 from producers.sim.records import Out
 from schemas.codec import dumps, loads
 from schemas.errors import SchemaError
+from schemas.topics import Topic, TopicNames
 
-READ = ("failover.decisions", "jobs.requeue", "nodes.quarantine", "failover.alerts", "jobs.status")
+READ = (
+    Topic.FAILOVER_DECISIONS,
+    Topic.JOBS_REQUEUE,
+    Topic.NODES_QUARANTINE,
+    Topic.FAILOVER_ALERTS,
+    Topic.JOBS_STATUS,
+)
 
 
 def wall_ms() -> int:

@@ -40,6 +40,7 @@ from schemas.codec import DECODERS
 from schemas.decisions import Decision
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
+from schemas.topics import Topic
 from streams.engine.local import LocalPipeline, Output
 from streams.engine.messages import QuarantineRequest
 from streams.policy import Policy
@@ -222,7 +223,7 @@ class GoodputRun:
         if sig.part == "precursor":
             self.degraded.add(sig.node)
         value = signal_out(sig).value
-        record = DECODERS["gpu.xid" if sig.kind == "xid" else "gpu.health"](value)
+        record = DECODERS[Topic.GPU_XID if sig.kind == "xid" else Topic.GPU_HEALTH](value)
         self._outputs(now, self.engine.feed(record))
 
     def _onset(self, now: int, payload: tuple[Plan, str, Draw]) -> None:

@@ -17,6 +17,7 @@ from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
 from schemas.quarantine import QuarantineRecord
 from schemas.telemetry import TrainingTelemetry
+from schemas.topics import Topic
 from schemas.xid import GpuXid
 
 XID_MESSAGES: dict[int, str] = {
@@ -60,7 +61,7 @@ def signal_out(s: Signal) -> Out:
             message=XID_MESSAGES.get(code),
             source="sim",
         )
-        return Out("gpu.xid", s.node, xid.to_dict())
+        return Out(Topic.GPU_XID, s.node, xid.to_dict())
     health = GpuHealth(
         node=s.node,
         ts_ms=s.ts_ms,
@@ -69,23 +70,23 @@ def signal_out(s: Signal) -> Out:
         severity=SEVERITY.get(s.cls, "info"),
         detail=f"sim: {s.part}",
     )
-    return Out("gpu.health", s.node, health.to_dict())
+    return Out(Topic.GPU_HEALTH, s.node, health.to_dict())
 
 
 def ok_out(node: str, ts_ms: int) -> Out:
     """The agent's periodic 'all fine' sample: ignored by the policy, it moves event time."""
-    return Out("gpu.health", node, GpuHealth(node, ts_ms, "ok", severity="info").to_dict())
+    return Out(Topic.GPU_HEALTH, node, GpuHealth(node, ts_ms, "ok", severity="info").to_dict())
 
 
 def job_out(event: JobEvent, incident: Incident | None = None) -> Out:
-    return Out("jobs.events", event.job_id, event.to_dict(), job_event=event, incident=incident)
+    return Out(Topic.JOBS_EVENTS, event.job_id, event.to_dict(), job_event=event, incident=incident)
 
 
 def telemetry_out(t: TrainingTelemetry) -> Out:
-    return Out("training.telemetry", t.job_id, t.to_dict())
+    return Out(Topic.TRAINING_TELEMETRY, t.job_id, t.to_dict())
 
 
 def release_out(node: str, ts_ms: int) -> Out:
     record = QuarantineRecord(node, "released", "operator", (), None, ts_ms)
     value = record.to_dict() | {"detail": "sim: repaired", "operator": "gpufailover-demo"}
-    return Out("nodes.quarantine", node, value)
+    return Out(Topic.NODES_QUARANTINE, node, value)

@@ -23,6 +23,7 @@ from producers.sim.records import Out, job_out, signal_out
 from producers.sim.results import EttSnapshot, freeze_ett
 from producers.sim.truth import Seen
 from schemas.jobs import JobEvent
+from schemas.topics import Topic
 
 CANARY_JOB, CANARY_NODE = "canary", "canary-node"
 PACE_S = 0.05  # longest sleep between passes
@@ -72,7 +73,7 @@ async def wait_ready(bus: Bus, ts_ms: int, timeout_s: float, node: str = CANARY_
     xid = Signal(ts_ms, node, "xid", 79, 0, "hardware", "fault")
     term = JobEvent(CANARY_JOB, 0, "terminated", ts_ms + 1000, nodes=(node,))
     await bus.publish([signal_out(xid), job_out(term)])
-    want = {"failover.decisions", "nodes.quarantine", "jobs.requeue", "jobs.status"}
+    want = {Topic.FAILOVER_DECISIONS, Topic.NODES_QUARANTINE, Topic.JOBS_REQUEUE, Topic.JOBS_STATUS}
     async with asyncio.timeout(timeout_s):
         while want:
             for topic, key, _ in await bus.poll(200):
@@ -145,13 +146,13 @@ async def run(
 
 def react(state: RunState, topic: str, value: dict[str, Any]) -> list[Out]:
     engine = state.engine
-    if topic == "failover.decisions":
+    if topic == Topic.FAILOVER_DECISIONS:
         return engine.on_decision(seen_from(value))
-    if topic == "jobs.requeue":
+    if topic == Topic.JOBS_REQUEUE:
         return engine.on_requeue(value)
-    if topic == "nodes.quarantine":
+    if topic == Topic.NODES_QUARANTINE:
         return engine.on_quarantine(value)
-    if topic == "failover.alerts":
+    if topic == Topic.FAILOVER_ALERTS:
         kind = str(value.get("kind", "?"))
         state.alerts[f"{kind}:{value.get('state')}" if kind == "breaker" else kind] += 1
     return []

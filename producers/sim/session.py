@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from deploy.topics import TopicNames
 from producers.sim.bus import Bus, wall_ms
 from producers.sim.config import SimConfig
 from producers.sim.engine import SimEngine
 from producers.sim.results import summarize
 from producers.sim.runner import RunState, run, wait_ready
 from producers.sim.view import make_view
+from schemas.topics import TopicNames
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from deploy.slurm_local import SlurmCluster, parse_fields
-from deploy.topics import TopicNames
 from producers.sim.bus import Bus, wall_ms
 from producers.sim.faults import Signal
 from producers.sim.records import ok_out, release_out, signal_out
 from producers.sim.runner import CANARY_JOB, seen_from, wait_ready
 from producers.sim.slurm_fleet import Kill, SlurmFleet
 from producers.sim.slurm_report import summarize
+from schemas.topics import Topic, TopicNames
 
 POLL_S = 1.0  # Slurm polls and node health records
 PACE_S = 0.1
@@ -180,17 +180,17 @@ async def _loop(
                 await asyncio.to_thread(write_kill, cluster, item)
                 fleet.killed(item, wall_ms())
         for topic, key, value in await bus.poll(0):
-            if topic == "failover.decisions" and key != CANARY_JOB:
+            if topic == Topic.FAILOVER_DECISIONS and key != CANARY_JOB:
                 ts = value.get("terminated_ts_ms")
                 fleet.on_decision(seen_from(value), ts if isinstance(ts, int) else None)
-            elif topic == "nodes.quarantine":
+            elif topic == Topic.NODES_QUARANTINE:
                 node, state = str(value["node"]), str(value["state"])
                 delay = fleet.on_quarantine(node, state, int(value["ts_ms"]))
                 if delay is not None:
                     releases.append((mono + delay, node))
-            elif topic == "jobs.requeue" and key != CANARY_JOB:
+            elif topic == Topic.JOBS_REQUEUE and key != CANARY_JOB:
                 requeue_commands += 1
-            elif topic == "failover.alerts":
+            elif topic == Topic.FAILOVER_ALERTS:
                 alerts[str(value.get("kind", "?"))] += 1
         for due, node in [r for r in releases if r[0] <= mono]:
             releases.remove((due, node))

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
 from streams.engine.progress import Progress, ProgressClock

@@ -21,7 +21,7 @@ from typing import Any
 import faust
 import orjson
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 
 
 def build(args: argparse.Namespace, datadir: str) -> faust.App:

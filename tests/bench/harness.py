@@ -26,7 +26,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import murmur2
 
 from deploy.kafka_admin import admin_client
-from deploy.topics import TopicNames, create_topics
+from deploy.topics import create_topics
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Service, free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.bench.harness import BulkProducer
 from tests.bench.workload import Noise, flood
 

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.bench import bench_replay
 from tests.bench.harness import (
     APP_ID,

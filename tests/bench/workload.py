@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from streams.policy import load_policy
 from streams.replay import Replayer
 from tests.bench.bench_replay import CONDITIONS, GPUS_PER_NODE, XIDS, generate

@@ -44,9 +44,9 @@ from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.loop import LoopConfig, Processor, TransactionalLoop
 from consumers.runtime.metrics import LoopMetrics
 from consumers.runtime.records import InRecord
-from deploy.topics import TopicNames
 from schemas.codec import decode, loads
 from schemas.event_time import EventTimeBounds
+from schemas.topics import TopicNames
 from streams.glue import NodeGlue
 from streams.job_glue import JobGlue
 from streams.policy import Policy, load_policy

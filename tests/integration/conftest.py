@@ -15,8 +15,9 @@ import pytest
 
 from deploy.broker import running_broker
 from deploy.broker_state import external_bootstrap
-from deploy.topics import TopicNames, create_topics
+from deploy.topics import create_topics
 from schemas.event_time import BOUNDS_OFF_ENV
+from schemas.topics import TopicNames
 
 _HERE = Path(__file__).parent
 

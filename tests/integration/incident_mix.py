@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from streams.policy import Policy
 from streams.replay import Replayer
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from tests.integration.kafka_io import Service, free_port, wait_for
 

@@ -9,7 +9,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from deploy.kafka_admin import cluster_broker_ids
-from deploy.topics import TOPICS, TopicNames, create_topics, describe_topics
+from deploy.topics import create_topics, describe_topics
+from schemas.topics import TOPICS, TopicNames
 
 
 async def test_metadata_lists_one_broker(kafka_bootstrap: str) -> None:

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Rec, classifier, produce, short_grace_policy, wait_for
 
 

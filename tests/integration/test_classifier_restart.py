@@ -27,7 +27,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from streams.config import ClassifierSettings
 from streams.policy import load_policy
 from streams.replay import Replayer

@@ -26,8 +26,8 @@ from consumers.quarantine.actuator import LogActuator
 from consumers.quarantine.app import run_quarantine
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.config import QuarantineSettings
-from deploy.topics import TopicNames
 from schemas.quarantine import QuarantineRecord
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Service, service
 from tests.integration.test_consumers import (
     DEADLINE_S,

@@ -20,9 +20,9 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from consumers.runtime.oneshot import partitions_of, read_to_end
-from deploy.topics import SPECS, TopicNames
 from gpufailover.kafka import make_consumer
 from schemas.dead_letter import DeadLetter, owner
+from schemas.topics import SPECS, TopicNames
 from tests.integration.kafka_io import (
     Service,
     classifier,

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from streams.explain import explain
 from streams.explain_dump import records_from_dump
 from streams.policy import load_policy

@@ -19,8 +19,9 @@ from typing import Any
 import orjson
 import pytest
 
-from deploy.topics import TopicNames, create_topics
+from deploy.topics import create_topics
 from schemas.event_time import EVENT_AGE_ENV, FUTURE_SKEW_ENV, EventTimeBounds
+from schemas.topics import TopicNames
 from streams.policy import load_policy
 from streams.replay import Replayer
 from tests.integration.incident_mix import Mix, compared, end_marker, incident_mix

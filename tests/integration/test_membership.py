@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from deploy.broker import running_broker
-from deploy.topics import TopicNames, create_topics
+from deploy.topics import create_topics
+from schemas.topics import TopicNames
 from streams.policy import load_policy
 from tests.integration.incident_mix import Mix, compared, end_marker, incident_mix
 from tests.integration.kafka_io import Rec, Service, classifier, produce, wait_for

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import (
     Service,
     classifier,

@@ -26,9 +26,9 @@ from consumers.quarantine.config import QuarantineSettings
 from consumers.quarantine.lifecycle import LifecyclePolicy
 from consumers.runtime.config import CommonSettings
 from consumers.runtime.oneshot import read_to_end
-from deploy.topics import TopicNames
 from gpufailover.cli import main as cli_main
 from schemas.quarantine import QuarantineRecord
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Service, produce
 
 DEADLINE_S = 60.0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import (
     Rec,
     Service,

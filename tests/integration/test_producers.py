@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.topics import TopicNames
 from producers.telemetry import TelemetryClient
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
+from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from tests.integration.kafka_io import Rec, Service, free_port, wait_for
 

@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from deploy.topics import TopicNames, create_topics
+from deploy.topics import create_topics
+from schemas.topics import TopicNames
 from streams.policy import load_policy
 from streams.replay import Replayer
 from tests.integration.kafka_io import classifier, produce, wait_for

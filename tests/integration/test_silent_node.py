@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from streams.policy import load_policy
 from streams.replay import Replayer
 from tests.integration.kafka_io import (

@@ -12,12 +12,12 @@ import pytest
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
-from deploy.topics import TopicNames
 from producers.jobs import JobEventPublisher
 from producers.k8s.config import K8sEventsSettings
 from producers.k8s.metrics import K8sEventsMetrics
 from producers.k8s.tracker import JobTracker
 from producers.k8s.watch import PodEvents, run_k8s_events
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Rec, wait_for
 from tests.integration.kube.training_jobs import (
     now_rfc3339,

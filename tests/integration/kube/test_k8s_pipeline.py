@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from lightkube.resources.core_v1 import Event, Node
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Rec, Service, cli, free_port, produce, short_grace_policy
 from tests.integration.kafka_io import wait_for as wait_for_records
 from tests.integration.kube.training_jobs import (

@@ -22,7 +22,7 @@ from consumers.quarantine.actuator_k8s import KubernetesActuator
 from consumers.quarantine.app import run_quarantine
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.config import QuarantineSettings
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Service, service
 from tests.integration.kube_cluster import KubeCluster, wait_for
 from tests.integration.test_consumers import (

@@ -14,9 +14,10 @@ import pytest
 from deploy.acls import all_bindings
 from deploy.acls_cli import apply_acls
 from deploy.broker import Broker, running_broker
-from deploy.topics import TopicNames, create_topics
+from deploy.topics import create_topics
 from gpufailover.kafka import make_consumer, make_producer
 from gpufailover.security import KafkaSecurity
+from schemas.topics import TopicNames
 
 PARTITIONS = 2
 

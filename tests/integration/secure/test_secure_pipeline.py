@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from deploy.broker import Broker
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Service, free_port, short_grace_policy
 from tests.integration.secure.conftest import PARTITIONS, cli_as, produce_as, read_all, role_env
 

@@ -9,9 +9,9 @@ import pytest
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
 from deploy.broker import Broker
-from deploy.topics import TopicNames
 from gpufailover.kafka import make_producer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
+from schemas.topics import TopicNames
 from tests.integration.secure.conftest import cli_as, produce_as, read_all, role_env
 
 XID = {"node": "gpu-1", "xid": 79, "ts_ms": 1_700_000_000_000}

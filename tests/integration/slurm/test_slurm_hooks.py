@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Rec, wait_for
 from tests.integration.slurm_cluster import SlurmCluster
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from tests.integration.kafka_io import Service, cli, free_port, produce, short_grace_policy
 from tests.integration.kafka_io import wait_for as wait_for_records
 from tests.integration.slurm_cluster import SlurmCluster, wait_for

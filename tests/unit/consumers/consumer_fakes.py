@@ -8,8 +8,8 @@ import orjson
 
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output
-from deploy.topics import TopicNames
 from schemas.decisions import Decision, Evidence
+from schemas.topics import TopicNames
 
 NAMES = TopicNames("t.")
 _offsets: dict[str, int] = {}

@@ -11,9 +11,9 @@ from consumers.jobstatus.config import JobStatusSettings
 from consumers.quarantine.config import QuarantineSettings
 from consumers.requeue.config import RequeueSettings
 from consumers.runtime.records import InRecord, dead_letter, dead_letter_topic
-from deploy.topics import TopicNames
 from gpufailover.cli import build_parser
 from schemas.dead_letter import DeadLetter
+from schemas.topics import TopicNames
 
 
 def parse(*argv: str) -> argparse.Namespace:

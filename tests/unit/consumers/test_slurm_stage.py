@@ -13,8 +13,8 @@ from consumers.requeue.records import RequeueCommand
 from consumers.requeue.slurm import NotActionable, Outcome, SlurmScheduler
 from consumers.requeue.slurm_stage import SlurmStage, SlurmStageMetrics
 from consumers.runtime.records import InRecord
-from deploy.topics import TopicNames
 from schemas.decisions import Decision
+from schemas.topics import TopicNames
 
 NAMES = TopicNames("")
 

@@ -6,9 +6,9 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from deploy.topics import TopicNames
 from gpufailover.metric_labels import MAX_XID_LABEL, xid_label
 from schemas.decisions import Decision
+from schemas.topics import TopicNames
 from streams.metrics import ClassifierMetrics
 from streams.policy import load_policy
 from streams.signal_filter import InputRecord, SignalFilter

@@ -9,10 +9,10 @@ import pytest
 from test_agent_pipeline import Broker, ListSource, make_publisher
 from test_agent_settings import parse
 
-from deploy.topics import TopicNames
 from producers.agent import Agent
 from producers.agent_config import settings_from_args
 from producers.heartbeat import Heartbeat
+from schemas.topics import TopicNames
 
 
 async def test_the_agent_publishes_its_heartbeat_keyed_by_node_while_its_source_is_quiet() -> None:

@@ -14,12 +14,12 @@ from typing import Any
 import orjson
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
-from deploy.topics import TopicNames
 from producers.agent import Agent, Sink
 from producers.metrics import AgentMetrics
 from producers.publisher import BufferedPublisher
 from producers.spool import Cursor, Spool
 from schemas.health import GpuHealth
+from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 
 

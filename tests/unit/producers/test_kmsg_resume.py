@@ -12,7 +12,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from deploy.topics import TopicNames
 from producers.agent import Agent, Sink
 from producers.dedup import gpu_key
 from producers.kmsg import GpuDirectory, KernelLogSource
@@ -30,6 +29,7 @@ from producers.metrics import AgentMetrics
 from producers.publisher import BufferedPublisher
 from producers.spool import Cursor, Spool
 from schemas.health import GpuHealth
+from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 
 UUID = "GPU-5e4c1fb2-2fa8-1e57-4a3b-8e4b1b2d2a11"

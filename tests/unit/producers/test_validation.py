@@ -13,7 +13,6 @@ import pytest
 from nvml_fake import FakeGpu, FakeNvml, lost
 
 from consumers.runtime.records import InRecord
-from deploy.topics import TopicNames
 from gpufailover.security import PLAINTEXT
 from producers import validation as v
 from producers.spool import Outgoing
@@ -25,6 +24,7 @@ from producers.validation_gate import (
 )
 from schemas.codec import dumps, loads
 from schemas.quarantine import OUTPUT_MAX_CHARS, ValidationRequest, ValidationResult
+from schemas.topics import TopicNames
 
 NAMES = TopicNames("t.")
 

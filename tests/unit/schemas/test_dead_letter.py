@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deploy.topics import SPECS
 from schemas.dead_letter import (
     COMPONENTS,
     MAX_RAW_BYTES,
@@ -18,6 +17,7 @@ from schemas.dead_letter import (
     owner,
 )
 from schemas.errors import SchemaError
+from schemas.topics import SPECS
 
 NOW = 1_773_532_800_000
 

@@ -14,9 +14,9 @@ import pytest
 from failover_harness import GRACE, POLICY, T0, S, health, nodes, run, terminated, xid
 from test_engine_completeness import Partitioned
 
-from deploy.topics import TopicNames
 from schemas.decisions import Decision, Evidence
 from schemas.health import GpuHealth
+from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from streams.engine import liveness
 from streams.engine.local import LocalPipeline

@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
-from deploy.topics import TopicNames
 from schemas import bounds as b
 from schemas.dead_letter import DeadLetter
 from schemas.decisions import Evidence
 from schemas.event_time import EventTimeBounds
+from schemas.topics import TopicNames
 from streams import signal_filter as sf
 from streams.engine.evidence import add
 from streams.glue import NodeGlue

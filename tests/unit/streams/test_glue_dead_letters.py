@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from deploy.topics import TopicNames
 from schemas.dead_letter import DeadLetter, owner
+from schemas.topics import TopicNames
 from streams.glue import NodeGlue, Out
 from streams.job_glue import JobGlue
 from streams.policy import load_policy

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deploy.topics import TopicNames
+from schemas.topics import TopicNames
 from streams.engine.decide import Termination
 from streams.engine.job_side import JobState, Pending
 from streams.engine.node_side import NodeState, PartitionClock

@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from deploy.topics import TopicNames
 from schemas.decisions import Evidence
+from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock

@@ -2,15 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from deploy.topics import (
-    DEFAULT_PARTITIONS,
-    SPECS,
-    TOPICS,
-    Key,
-    TopicNames,
-    default_partitions,
-    default_prefix,
-)
+from deploy.topics import DEFAULT_PARTITIONS, default_partitions
+from schemas.topics import SPECS, TOPICS, Key, TopicNames, default_prefix
 
 INPUTS = {"gpu.xid", "gpu.health", "jobs.events", "training.telemetry", "nodes.quarantine",
           # read by the consumers: their bad records need a dead-letter topic too
