@@ -18,6 +18,7 @@ from schemas.errors import SchemaError
 
 RELEASE = "release"
 BREAKER_RESET = "breaker-reset"
+RESET_KEY = BREAKER_RESET  # the Kafka key of a breaker reset
 VALIDATE = "validate"  # key: the node; the quarantine service starts its validation
 KINDS = frozenset({RELEASE, BREAKER_RESET, VALIDATE})
 MAX_REASON = 1024
@@ -65,4 +66,33 @@ class OperatorCommand:
             authenticated=f.opt_bool(d, "authenticated", False),
             reason=f.req_str(d, "reason"),
             ts_ms=f.req_int(d, "ts_ms", minimum=0),
+        )
+
+
+@dataclass(frozen=True)
+class ResetCommand:
+    """The quarantine service's view of a breaker reset (key `breaker-reset`)."""
+
+    ts_ms: int  # wall clock when the operator issued it
+    operator: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": f.SCHEMA_VERSION,
+            "kind": BREAKER_RESET,
+            "ts_ms": self.ts_ms,
+            "operator": self.operator,
+            "reason": self.reason,
+        }
+
+    @staticmethod
+    def from_dict(value: Any) -> ResetCommand:
+        d = f.as_object(value)
+        f.check_version(d)
+        f.req_enum(d, "kind", frozenset({BREAKER_RESET}))
+        return ResetCommand(
+            ts_ms=f.req_int(d, "ts_ms"),
+            operator=f.opt_str(d, "operator") or "",
+            reason=f.opt_str(d, "reason") or "",
         )

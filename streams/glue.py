@@ -16,12 +16,12 @@ import orjson
 from schemas.codec import loads
 from schemas.dead_letter import DeadLetter
 from schemas.decisions import Decision, Evidence
+from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
 from schemas.topics import TopicNames
 from streams.clock import now_ms
-from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import Policy
 

@@ -7,8 +7,10 @@ from collections.abc import Callable, Iterable, MutableMapping
 
 import orjson
 
+from schemas.alerts import JobAlert
 from schemas.codec import loads
 from schemas.decisions import Decision
+from schemas.engine import NodeReport, NodeTermination
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.jobs import JobEvent
@@ -16,8 +18,7 @@ from schemas.telemetry import TrainingTelemetry
 from schemas.topics import TopicNames
 from streams.clock import InputClock, Lagging, never_lagging, now_ms
 from streams.engine.job_side import JobOutput, JobSide, JobState
-from streams.engine.messages import NodeReport, NodeTermination
-from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
+from streams.engine.progress import Progress, ProgressClock, ProgressTracker
 from streams.glue import CLOCK_PERSIST_EVERY_MS, Out, dead_letter
 from streams.policy import Policy
 from streams.tables import WriteBack

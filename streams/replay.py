@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from schemas.alerts import JobAlert
 from schemas.bounds import MAX_VALUE_BYTES
 from schemas.codec import DECODERS
 from schemas.dead_letter import DeadLetter, dead_letter_topic
@@ -26,7 +27,6 @@ from schemas.quarantine import QuarantineRecord
 from schemas.topics import Topic
 from streams.clock import now_ms as wall_ms
 from streams.engine.local import LocalPipeline, Output
-from streams.engine.progress import JobAlert
 from streams.policy import Policy
 
 # Topics the pipeline itself writes: a dump may hold them; replay recomputes them instead.

@@ -36,6 +36,7 @@ import orjson
 from schemas.bounds import TS_CEIL_MS, saturating_add
 from schemas.codec import loads
 from schemas.decisions import Evidence
+from schemas.engine import NodeTermination
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.health import GpuHealth
@@ -43,7 +44,6 @@ from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from streams.clock import InputClock, Lagging, never_lagging
 from streams.engine.evidence import coalesces
-from streams.engine.messages import NodeTermination
 from streams.engine.node_side import SignalClassifier
 from streams.glue import Out, dead_letter
 from streams.policy import Policy

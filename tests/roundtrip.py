@@ -13,6 +13,7 @@ so `Termination.from_dict` reading `attempt` from `ts_ms` fails on the first exa
 from __future__ import annotations
 
 import dataclasses
+import enum
 import heapq
 import types
 import typing
@@ -92,6 +93,8 @@ def for_type(tp: Any, name: str, index: int) -> st.SearchStrategy[Any]:
         return json_values
     if tp is Evidence:
         return evidence()
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return st.sampled_from(list(tp))
     if origin in (typing.Union, types.UnionType):
         return st.one_of([st.none() if a is type(None) else for_type(a, name, index) for a in args])
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:

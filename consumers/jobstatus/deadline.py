@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from consumers.jobstatus.records import Awaiting, JobStatus
-from streams.engine.progress import JobAlert
+from schemas.alerts import AlertKind, JobAlert
+from schemas.status import Awaiting, JobStatus
 
-KIND_OVERDUE = "decision_overdue"
+KIND_OVERDUE = AlertKind.DECISION_OVERDUE
 
 
 def decided(status: JobStatus | None, attempt: int) -> bool:

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from consumers.jobstatus.records import EVENT_RANK, JobStatus, Step
 from schemas.decisions import Decision
 from schemas.jobs import JobEvent
+from schemas.status import EVENT_RANK, JobStatus, Step
 
 DECIDING = "Pending-failoverinprogress"
 IMAGE_PULL = "Pending-imagepullbackoff"

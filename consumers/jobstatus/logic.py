@@ -10,7 +10,6 @@ from dataclasses import replace
 from consumers.jobstatus import deadline
 from consumers.jobstatus.flow import advance, step_for_decision, step_for_event
 from consumers.jobstatus.metrics import JobStatusMetrics
-from consumers.jobstatus.records import Awaiting, JobStatus, Step
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
 from schemas.codec import loads
@@ -18,6 +17,7 @@ from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.jobs import JobEvent
+from schemas.status import Awaiting, JobStatus, Step
 from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from consumers.jobstatus.records import JobStatus
 from consumers.runtime.oneshot import read_key
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.errors import SchemaError
+from schemas.status import JobStatus
 
 
 async def fetch_status(

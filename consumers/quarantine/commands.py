@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import uuid
 
-from consumers.quarantine import alerts
 from consumers.quarantine.table import QUARANTINED, RELEASED
 from consumers.runtime.oneshot import publish, publish_atomically, read_key
 from consumers.runtime.records import now_ms
 from gpufailover.cli_errors import EXIT_WRONG_STATE
 from gpufailover.security import PLAINTEXT, KafkaSecurity, operator_identity
-from schemas.audit import BREAKER_RESET, RELEASE, VALIDATE, OperatorCommand
+from schemas.audit import BREAKER_RESET, RELEASE, RESET_KEY, VALIDATE, OperatorCommand
 from schemas.codec import dumps, loads
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
@@ -124,7 +123,7 @@ async def reset_breaker(
     audit = audit_record(BREAKER_RESET, "breaker", reason, security, now_ms())
     topic = names.operators_audit
     partition, offset = await publish(
-        bootstrap, topic, alerts.RESET_KEY, dumps(audit.to_dict()), security=security
+        bootstrap, topic, RESET_KEY, dumps(audit.to_dict()), security=security
     )
     return (
         f"breaker reset requested as {audit.principal}: {topic}[{partition}]@{offset} "

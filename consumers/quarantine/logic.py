@@ -30,7 +30,7 @@ from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QUARANTINED, RELEASED, QuarantineTable
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
-from schemas.audit import VALIDATE, OperatorCommand
+from schemas.audit import BREAKER_RESET, RESET_KEY, VALIDATE, OperatorCommand, ResetCommand
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
@@ -286,7 +286,7 @@ class QuarantineProcessor:
         return staged if staged is not None else self.table.get(node)
 
     def _on_operator_command(self, rec: InRecord) -> list[Output]:
-        if rec.key_str() != alerts.RESET_KEY:
+        if rec.key_str() != RESET_KEY:
             try:
                 value = rec.json()
             except SchemaError as exc:  # operators.audit has no dead letters: say so, go on
@@ -300,9 +300,9 @@ class QuarantineProcessor:
                     return []
             return []  # not addressed to this service (a release: read from the table)
         value = rec.json()
-        if not isinstance(value, dict) or value.get("kind") != alerts.KIND_RESET:
+        if not isinstance(value, dict) or value.get("kind") != BREAKER_RESET:
             return []  # e.g. a dead letter of a bad reset command: already reported
-        command = alerts.ResetCommand.from_dict(value)
+        command = ResetCommand.from_dict(value)
         state = self._breaker()
         if not breaker.reset_applies(state, command.ts_ms):
             log.info("breaker reset at %s ignored: breaker not tripped since", rec.where)

@@ -30,9 +30,9 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import CascadeType, PatchType
 
 from consumers.requeue.k8s_job import DECISION, JOB_ID_LABEL, attempt_of, relocated_job
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.stage import NotActionable, Outcome
 from schemas.decisions import Decision
+from schemas.requeue import RequeueCommand
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 from consumers.quarantine.table import QuarantineTable
 from consumers.requeue.metrics import RequeueMetrics
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
+from schemas.requeue import RequeueCommand
 from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)

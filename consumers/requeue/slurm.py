@@ -25,9 +25,9 @@ import asyncio
 import logging
 
 from consumers.quarantine.actuator_scontrol import OURS, SlurmCommandError, scontrol, show_job
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.stage import NotActionable, Outcome
 from schemas.decisions import Decision
+from schemas.requeue import RequeueCommand
 
 log = logging.getLogger(__name__)
 

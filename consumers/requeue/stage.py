@@ -21,13 +21,13 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter
 
 from consumers.quarantine.actuation import Backoff
-from consumers.requeue.records import RequeueCommand
 from consumers.runtime.records import InRecord
 from gpufailover.kafka import make_consumer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
+from schemas.requeue import RequeueCommand
 from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from consumers.requeue.records import RequeueCommand
 from consumers.runtime.records import InRecord
 from schemas.codec import loads
 from schemas.jobs import JobEvent
+from schemas.requeue import RequeueCommand
 
 FINISHED = frozenset({"succeeded", "cancelled"})
 

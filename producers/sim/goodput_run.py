@@ -38,11 +38,11 @@ from producers.sim.records import signal_out
 from producers.sim.scenarios import BY_NAME, SCENARIOS, Draw, Modifiers, draw_trace
 from schemas.codec import DECODERS
 from schemas.decisions import Decision
+from schemas.engine import QuarantineRequest
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
 from schemas.topics import Topic
 from streams.engine.local import LocalPipeline, Output
-from streams.engine.messages import QuarantineRequest
 from streams.policy import Policy
 
 JOB_SHARE = sum(s.weight for s in SCENARIOS if s.target == "job") / sum(s.weight for s in SCENARIOS)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from schemas.decisions import Decision, Evidence
+from schemas.engine import NodeReport, NodeTermination
 from schemas.jobs import JobEvent
 from streams.engine.decide import Termination, decide, decided_ts_ms, reason_evidence
-from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.progress import ProgressTracker
 from streams.policy import Policy
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from schemas.alerts import JobAlert
 from schemas.decisions import Decision
+from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
 from schemas.xid import GpuXid
 from streams.engine.job_side import JobSide, JobState
-from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
-from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
+from streams.engine.progress import Progress, ProgressClock, ProgressTracker
 from streams.policy import Policy
 
 Output = Decision | QuarantineRequest | JobAlert

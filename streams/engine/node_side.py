@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.decisions import Evidence
+from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
 from streams.engine import evidence as ev
 from streams.engine import liveness
-from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.policy import Policy
 
 NodeOutput = NodeReport | QuarantineRequest

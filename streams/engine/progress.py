@@ -14,33 +14,13 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.alerts import AlertKind, JobAlert
 from schemas.decisions import Evidence
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
 from streams.policy import Policy
 
 EWMA_WEIGHT = 0.2  # weight of the newest throughput sample in the job's recent level
-
-
-@dataclass(frozen=True, slots=True)
-class JobAlert:
-    """Published on `failover.alerts` (key job_id) for operators."""
-
-    kind: str  # "hang" | "straggler"
-    job_id: str
-    attempt: int
-    ts_ms: int
-    detail: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": 1,
-            "kind": self.kind,
-            "job_id": self.job_id,
-            "attempt": self.attempt,
-            "ts_ms": self.ts_ms,
-            **self.detail,
-        }
 
 
 @dataclass(slots=True)
@@ -195,7 +175,7 @@ class ProgressTracker:
             self.jobs[job_id] = state
             out.append(
                 JobAlert(
-                    "hang",
+                    AlertKind.HANG,
                     job_id,
                     state.attempt,
                     ts_ms,
@@ -227,7 +207,7 @@ class ProgressTracker:
             if slow and not state.straggling:
                 out.append(
                     JobAlert(
-                        "straggler",
+                        AlertKind.STRAGGLER,
                         rec.job_id,
                         rec.attempt,
                         rec.ts_ms,

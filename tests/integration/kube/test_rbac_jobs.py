@@ -12,9 +12,9 @@ from lightkube.resources.core_v1 import Node, Pod, Secret
 from lightkube.resources.scheduling_v1 import PriorityClass
 
 from consumers.requeue.kubernetes import KubernetesScheduler
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.stage import Outcome
 from schemas.decisions import Decision
+from schemas.requeue import RequeueCommand
 from tests.integration.kube.test_rbac import install, refused
 from tests.integration.kube.training_jobs import (
     ensure_extra_nodes,

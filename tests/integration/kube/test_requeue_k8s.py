@@ -8,9 +8,9 @@ import pytest
 from lightkube.resources.batch_v1 import Job
 
 from consumers.requeue.kubernetes import KubernetesScheduler
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.stage import NotActionable, Outcome
 from schemas.decisions import Decision
+from schemas.requeue import RequeueCommand
 from tests.integration.kube.training_jobs import (
     FAILOVER_CLASS,
     FAILOVER_PRIORITY,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.slurm import NotActionable, SlurmScheduler
+from schemas.requeue import RequeueCommand
 from tests.integration.slurm_cluster import SlurmCluster
 
 

@@ -11,20 +11,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumers.jobstatus.logic import StatusTable
-from consumers.jobstatus.records import EVENTS, Awaiting, JobStatus, Step
 from consumers.quarantine.alerts import (
-    ResetCommand,
     breaker_alert,
     breaker_state_from_alert,
 )
 from consumers.quarantine.breaker import CAUSE_MAX_NODES, CAUSE_SHARE, BreakerConfig, BreakerState
 from consumers.quarantine.table import QuarantineTable
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.records import InRecord
+from schemas.audit import ResetCommand
 from schemas.codec import dumps
 from schemas.jobs import JobEvent
 from schemas.quarantine import REASONS, RESULTS, STATES, TRIGGERS, QuarantineRecord, Validation
+from schemas.requeue import RequeueCommand
+from schemas.status import EVENTS, Awaiting, JobStatus, Step
 from tests.roundtrip import RoundTrip, assert_round_trip, canonical, named_text, records
 
 steps = records(Step, event=st.sampled_from(sorted(EVENTS)))

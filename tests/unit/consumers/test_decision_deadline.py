@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry
 from consumers.jobstatus import deadline
 from consumers.jobstatus.logic import JobStatusProcessor, StatusTable
 from consumers.jobstatus.metrics import JobStatusMetrics
-from consumers.jobstatus.records import Awaiting, JobStatus, Step
 from consumers.jobstatus.timeline import render
 from consumers.runtime.records import InRecord, Output
-from streams.engine.progress import JobAlert
+from schemas.alerts import JobAlert
+from schemas.status import Awaiting, JobStatus, Step
 
 DEADLINE_MS = 300_000
 T0 = 1_700_000_000_000  # job events are stamped in epoch ms (schemas.bounds.TS_FLOOR_MS)

@@ -10,12 +10,12 @@ from prometheus_client import CollectorRegistry
 
 from consumers.jobstatus.logic import JobStatusProcessor, StatusTable
 from consumers.jobstatus.metrics import JobStatusMetrics
-from consumers.jobstatus.records import JobStatus, Step
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output
 from schemas.codec import dumps
 from schemas.errors import SchemaError
 from schemas.jobs import JobEvent
+from schemas.status import JobStatus, Step
 
 REGISTRIES: dict[int, CollectorRegistry] = {}
 

@@ -9,9 +9,9 @@ from consumer_fakes import NAMES, acks, decision, rec, value
 from consumers.jobstatus.flow import advance, step_for_decision, step_for_event
 from consumers.jobstatus.logic import JobStatusProcessor, StatusTable
 from consumers.jobstatus.metrics import JobStatusMetrics
-from consumers.jobstatus.records import JobStatus, Step
 from schemas.decisions import Decision
 from schemas.jobs import JobEvent
+from schemas.status import JobStatus, Step
 
 
 def ev(kind: str, attempt: int = 0, ts: int = 0, **kw: object) -> Step | None:

@@ -7,7 +7,6 @@ import pytest
 from consumer_fakes import NAMES, acks, rec, request, value
 
 from consumers.quarantine.actuator import LogActuator
-from consumers.quarantine.alerts import RESET_KEY, ResetCommand
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.commands import audit_record
 from consumers.quarantine.logic import QuarantineProcessor
@@ -15,7 +14,7 @@ from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.records import InRecord, Output
 from gpufailover.security import KafkaSecurity
-from schemas.audit import BREAKER_RESET, RELEASE, OperatorCommand
+from schemas.audit import BREAKER_RESET, RELEASE, RESET_KEY, OperatorCommand, ResetCommand
 from schemas.errors import SchemaError
 
 WAVE_CFG = BreakerConfig(window_ms=600_000, max_share=0.2, max_nodes=50, fleet_size=10)

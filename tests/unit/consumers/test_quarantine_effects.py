@@ -13,13 +13,13 @@ from prometheus_client import CollectorRegistry
 
 from consumers.quarantine import logic
 from consumers.quarantine.actuator import LogActuator
-from consumers.quarantine.alerts import RESET_KEY, ResetCommand
 from consumers.quarantine.breaker import BreakerConfig, BreakerState
 from consumers.quarantine.logic import QuarantineProcessor
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.loop import Ack
 from consumers.runtime.records import InRecord, Output, now_ms
+from schemas.audit import RESET_KEY, ResetCommand
 from schemas.codec import dumps
 from schemas.decisions import Decision, Evidence
 from schemas.errors import SchemaError

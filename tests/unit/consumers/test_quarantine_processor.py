@@ -10,12 +10,12 @@ from consumer_fakes import NAMES, acks, decision, rec, request, value
 from prometheus_client import CollectorRegistry
 
 from consumers.quarantine.actuator import LogActuator
-from consumers.quarantine.alerts import RESET_KEY, ResetCommand
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.logic import QuarantineProcessor
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.records import InRecord, Output
+from schemas.audit import RESET_KEY, ResetCommand
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
 

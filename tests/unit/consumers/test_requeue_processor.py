@@ -8,12 +8,12 @@ from consumer_fakes import NAMES, acks, decision, rec, value
 from consumers.quarantine.table import QuarantineTable
 from consumers.requeue.logic import RequeueProcessor, boosted_priority, exclude_nodes
 from consumers.requeue.metrics import RequeueMetrics
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.state import JobSpecs, Requeued
 from consumers.runtime.records import InRecord, Output
 from schemas.errors import SchemaError
 from schemas.jobs import JobEvent
 from schemas.quarantine import QuarantineRecord
+from schemas.requeue import RequeueCommand
 
 
 def make(**kwargs: int) -> RequeueProcessor:

@@ -9,11 +9,11 @@ import orjson
 
 from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuator_scontrol import SlurmCommandError
-from consumers.requeue.records import RequeueCommand
 from consumers.requeue.slurm import NotActionable, Outcome, SlurmScheduler
 from consumers.requeue.slurm_stage import SlurmStage, SlurmStageMetrics
 from consumers.runtime.records import InRecord
 from schemas.decisions import Decision
+from schemas.requeue import RequeueCommand
 from schemas.topics import TopicNames
 
 NAMES = TopicNames("")

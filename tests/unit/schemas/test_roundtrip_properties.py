@@ -14,6 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from schemas.alerts import (
+    AlertKind,
+    BreakerAlert,
+    DryRunAlert,
+    JobAlert,
+    LemonAlert,
+    RefusedAlert,
+    ValidationAlert,
+)
 from schemas.audit import KINDS as AUDIT_KINDS
 from schemas.audit import OperatorCommand
 from schemas.codec import decode
@@ -103,6 +112,16 @@ validation_results = st.one_of(
     ),
 )
 operator_commands = records(OperatorCommand, kind=st.sampled_from(sorted(AUDIT_KINDS)))
+# A job alert's own fields are written at the top level next to the common ones.
+job_alerts = records(
+    JobAlert,
+    kind=st.sampled_from([AlertKind.HANG, AlertKind.STRAGGLER, AlertKind.DECISION_OVERDUE]),
+    detail=st.dictionaries(st.sampled_from(["silent_s", "node", "ratio"]), st.integers()),
+)
+quarantine_alerts = {
+    cls: records(cls, record=quarantine_records) for cls in (RefusedAlert, DryRunAlert, LemonAlert)
+}
+validation_alerts = records(ValidationAlert, record=st.none() | quarantine_records)
 
 # type -> how it is persisted (see test_every_persisted_type_has_a_case).
 # Dead letters are made by DeadLetter.of (the writers' one entry point): values of any bytes,
@@ -153,6 +172,18 @@ ROUNDTRIP_CASES: dict[type[Any], RoundTrip] = {
     DeadLetter: RoundTrip(dead_letters, DeadLetter.to_dict, DeadLetter.from_dict),
     OperatorCommand: RoundTrip(
         operator_commands, OperatorCommand.to_dict, OperatorCommand.from_dict
+    ),
+    JobAlert: RoundTrip(job_alerts, JobAlert.to_dict, JobAlert.from_dict),
+    BreakerAlert: RoundTrip(records(BreakerAlert), BreakerAlert.to_dict, BreakerAlert.from_dict),
+    RefusedAlert: RoundTrip(
+        quarantine_alerts[RefusedAlert], RefusedAlert.to_dict, RefusedAlert.from_dict
+    ),
+    DryRunAlert: RoundTrip(
+        quarantine_alerts[DryRunAlert], DryRunAlert.to_dict, DryRunAlert.from_dict
+    ),
+    LemonAlert: RoundTrip(quarantine_alerts[LemonAlert], LemonAlert.to_dict, LemonAlert.from_dict),
+    ValidationAlert: RoundTrip(
+        validation_alerts, ValidationAlert.to_dict, ValidationAlert.from_dict
     ),
 }
 INPUT_TOPICS = {

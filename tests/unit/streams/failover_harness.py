@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.decisions import Decision
+from schemas.engine import QuarantineRequest
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
 from schemas.xid import GpuXid
 from streams.engine.local import LocalPipeline, Output
-from streams.engine.messages import QuarantineRequest
 from streams.policy import Policy, load_policy
 
 S = 1000  # ms per second

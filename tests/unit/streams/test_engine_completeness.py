@@ -16,12 +16,12 @@ import pytest
 from failover_harness import GRACE, POLICY, T0, S, health, nodes, terminated, xid
 
 from schemas.decisions import Decision
+from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
 from schemas.health import GpuHealth
 from schemas.jobs import JobEvent
 from schemas.xid import GpuXid
 from streams.engine.job_side import JobSide, JobState
 from streams.engine.local import LocalPipeline
-from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 
 A, B, C, D = nodes(4)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from failover_harness import GRACE, POLICY, T0, S, health, xid
 
 from schemas.decisions import Evidence
-from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
+from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.tables import CodecTable
 

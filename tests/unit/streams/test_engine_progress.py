@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemas.alerts import JobAlert
 from schemas.decisions import Decision
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
 from streams.engine.local import LocalPipeline, Output
-from streams.engine.progress import JobAlert
 from streams.policy import load_policy
 
 S = 1000

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemas.alerts import JobAlert
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
-from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
+from streams.engine.progress import Progress, ProgressClock, ProgressTracker
 from streams.policy import load_policy
 
 POLICY = load_policy()

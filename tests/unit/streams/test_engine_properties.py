@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.decisions import Decision
+from schemas.engine import QuarantineRequest
 from schemas.jobs import JobEvent
-from streams.engine.messages import QuarantineRequest
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, database=None)
 

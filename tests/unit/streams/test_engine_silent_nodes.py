@@ -15,12 +15,12 @@ from failover_harness import GRACE, POLICY, T0, S, health, nodes, run, terminate
 from test_engine_completeness import Partitioned
 
 from schemas.decisions import Decision, Evidence
+from schemas.engine import NodeTermination
 from schemas.health import GpuHealth
 from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from streams.engine import liveness
 from streams.engine.local import LocalPipeline
-from streams.engine.messages import NodeTermination
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import PolicyError, load_policy, policy_from_dict
 from streams.signal_filter import InputRecord, SignalFilter

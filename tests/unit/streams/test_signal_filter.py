@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 
 from schemas.decisions import Evidence
+from schemas.engine import NodeReport, NodeTermination
 from schemas.topics import TopicNames
 from schemas.xid import GpuXid
-from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.glue import NodeGlue, Out
 from streams.policy import load_policy

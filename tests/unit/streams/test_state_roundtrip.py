@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
 from schemas.quarantine import QuarantineRecord
 from streams.engine.decide import Termination
 from streams.engine.job_side import JobState, Pending, _item_key
-from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeState, PartitionClock
 from streams.engine.progress import Progress, ProgressClock
 from tests.roundtrip import (
@@ -89,8 +89,7 @@ ROUNDTRIP_CASES: dict[type[Any], RoundTrip] = {
 
 WRITE_ONLY: dict[str, str] = {
     # QuarantineRequest is read back as a QuarantineRecord: test_quarantine_request_reads_as_record
-    "streams.engine.messages.QuarantineRequest": "decoded as schemas.quarantine.QuarantineRecord",
-    "streams.engine.progress.JobAlert": "an operator alert on failover.alerts, never read back",
+    "schemas.engine.QuarantineRequest": "decoded as schemas.quarantine.QuarantineRecord",
     # `explain --json` and `replay --compare --json` print these for people and tools; no topic,
     # nothing decodes them (their shape is pinned by the golden files in test_explain_examples).
     "streams.explain_model.Attempt": "explain --json output, never read back",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from schemas import _fields as f
 from schemas.decisions import Evidence
 
 
@@ -100,7 +101,7 @@ class QuarantineRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": 1,
+            "schema_version": f.SCHEMA_VERSION,
             "node": self.node,
             "state": "quarantined",
             "reason": self.reason,
