@@ -19,12 +19,12 @@ import base64
 import binascii
 import codecs
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from schemas import _fields as f
 from schemas.codec import dumps
 from schemas.errors import SchemaError
-from schemas.topics import Topic
+from schemas.topics import Topic, TopicNames, dlq_of
 
 # decode: the record does not match its topic's schema (the record's fault);
 # process: a well-formed record made the component fail (the component's fault).
@@ -67,7 +67,26 @@ def owner(logical_topic: str) -> str | None:
 
 def dead_letter_topic(logical_topic: str | None) -> str:
     """The logical dead-letter topic of an input topic; `replay.dlq` for a line with none."""
-    return f"{logical_topic}.dlq" if logical_topic is not None else "replay.dlq"
+    return dlq_of(logical_topic) if logical_topic is not None else "replay.dlq"
+
+
+@overload
+def kafka_dead_letter_topic(names: TopicNames, real: str, *, fallback: str) -> str: ...
+@overload
+def kafka_dead_letter_topic(names: TopicNames, real: str, *, fallback: None) -> str | None: ...
+def kafka_dead_letter_topic(names: TopicNames, real: str, *, fallback: str | None) -> str | None:
+    """The real dead-letter topic of the real topic `real`: its `.dlq`, else `fallback` (None:
+    nowhere, e.g. a topic only the classifier writes). Never an undeclared topic: the broker
+    does not auto-create, and a send to a missing topic would stall."""
+    try:
+        return names.dlq(real)
+    except KeyError:
+        return fallback
+
+
+def routed(letter: DeadLetter, topic: str) -> tuple[str, bytes, bytes]:
+    """The (topic, key, value) to send `letter` as: keyed by the bad record's coordinates."""
+    return topic, letter.kafka_key(), letter.encode()
 
 
 @dataclass(frozen=True, slots=True)

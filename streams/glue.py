@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from schemas.codec import loads
-from schemas.dead_letter import DeadLetter
+from schemas.dead_letter import DeadLetter, kafka_dead_letter_topic, routed
 from schemas.decisions import Decision, Evidence
 from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
 from schemas.errors import SchemaError
@@ -58,10 +58,9 @@ def dead_letter(
     """The DLQ record (`schemas.dead_letter`) for a bad input; None (logged) for topics without
     a DLQ (internal: written by the classifier itself)."""
     log.warning("dead-lettering %s[%d]@%d: %s (%s)", topic, partition, offset, error, kind)
-    try:
-        dlq = names.dlq(topic)
-    except KeyError:
-        log.error(  # noqa: TRY400 - the KeyError is expected, its traceback is noise
+    dlq = kafka_dead_letter_topic(names, topic, fallback=None)
+    if dlq is None:
+        log.error(
             "no DLQ for %s[%d]@%d: record dropped after error: %s", topic, partition, offset, error
         )
         return None
@@ -76,7 +75,7 @@ def dead_letter(
         value=value,
         now_ms=now_ms(),
     )
-    return Out(dlq, letter.kafka_key(), letter.encode())
+    return Out(*routed(letter, dlq))
 
 
 class NodeGlue:

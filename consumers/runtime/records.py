@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.codec import dumps, loads
-from schemas.dead_letter import DeadLetter
+from schemas.dead_letter import DeadLetter, kafka_dead_letter_topic, routed
 from schemas.dead_letter import owner as dead_letter_owner
 from schemas.errors import SchemaError
 from schemas.topics import TopicNames
@@ -64,12 +64,8 @@ class Output:
 
 
 def dead_letter_topic(names: TopicNames, real: str) -> str:
-    """`<topic>.dlq` when the topic declares one, else `failover.alerts` (never an undeclared
-    topic: the broker does not auto-create, and a send to a missing topic would stall)."""
-    try:
-        return names.dlq(real)
-    except KeyError:
-        return names.failover_alerts
+    """`<topic>.dlq` when the topic declares one, else `failover.alerts`."""
+    return kafka_dead_letter_topic(names, real, fallback=names.failover_alerts)
 
 
 def dead_letter(
@@ -94,7 +90,7 @@ def dead_letter(
         record_ts_ms=rec.timestamp_ms or None,
         now_ms=now_ms(),
     )
-    return Output(dead_letter_topic(names, rec.topic), letter.kafka_key(), letter.encode())
+    return Output(*routed(letter, dead_letter_topic(names, rec.topic)))
 
 
 def owned_elsewhere(names: TopicNames, real: str, component: str) -> str | None:
