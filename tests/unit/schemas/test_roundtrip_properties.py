@@ -116,7 +116,7 @@ operator_commands = records(OperatorCommand, kind=st.sampled_from(sorted(AUDIT_K
 job_alerts = records(
     JobAlert,
     kind=st.sampled_from([AlertKind.HANG, AlertKind.STRAGGLER, AlertKind.DECISION_OVERDUE]),
-    detail=st.dictionaries(st.sampled_from(["silent_s", "node", "ratio"]), st.integers()),
+    detail=st.dictionaries(st.sampled_from(["silent_s", "node", "ratio"]), st.integers(0, 2**31)),
 )
 quarantine_alerts = {
     cls: records(cls, record=quarantine_records) for cls in (RefusedAlert, DryRunAlert, LemonAlert)
