@@ -18,7 +18,7 @@ from producers.nvml_source import (
     REASON_HW_THERMAL,
     REASON_SW_THERMAL,
 )
-from schemas.health import HARDWARE_CONDITIONS, PRECURSOR_CONDITIONS
+from schemas.health import HARDWARE_CONDITIONS, PRECURSOR_CONDITIONS, Condition, Severity
 
 DEFAULT_THROTTLE_MASK = (
     REASON_HW_SLOWDOWN | REASON_SW_THERMAL | REASON_HW_THERMAL | REASON_HW_POWER_BRAKE
@@ -71,13 +71,13 @@ class GpuSample:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    condition: str
-    severity: str
+    condition: Condition
+    severity: Severity
     detail: str
     metrics: dict[str, Any]
 
 
-def severity_of(condition: str) -> str:
+def severity_of(condition: Condition) -> Severity:
     if condition in HARDWARE_CONDITIONS:
         return "critical"
     if condition in PRECURSOR_CONDITIONS or condition == "throttle":
@@ -98,12 +98,12 @@ def _rate_per_min(prev: GpuSample, cur: GpuSample, delta: int | None) -> float |
     return delta * 60.0 / dt
 
 
-def firing(prev: GpuSample | None, cur: GpuSample, th: HealthThresholds) -> dict[str, str]:
+def firing(prev: GpuSample | None, cur: GpuSample, th: HealthThresholds) -> dict[Condition, str]:
     """Conditions this sample shows, each with a human-readable reason. Throttling is
     reported as `throttle` here; the tracker requires it to be sustained."""
     if cur.lost:
         return {"gpu_lost": cur.lost_detail or "NVML reports the GPU lost"}
-    out: dict[str, str] = {}
+    out: dict[Condition, str] = {}
     if cur.remap_failure:
         out["row_remap_failure"] = "row remapping failed"
     if cur.remap_pending:
@@ -122,7 +122,7 @@ def firing(prev: GpuSample | None, cur: GpuSample, th: HealthThresholds) -> dict
     ecc_unc = _increase(prev.ecc_uncorrected, cur.ecc_uncorrected)
     if ecc_unc:
         out["ecc_uncorrectable"] = f"{ecc_unc} new uncorrectable ECC errors"
-    checks = (
+    checks: tuple[tuple[Condition, int | None, int | None, float, str], ...] = (
         ("ecc_correctable_rate", prev.ecc_corrected, cur.ecc_corrected,
          th.ecc_correctable_per_min, "corrected ECC errors"),
         ("pcie", prev.pcie_replays, cur.pcie_replays, th.pcie_replays_per_min, "PCIe replays"),
@@ -141,7 +141,7 @@ class HealthTracker:
     """The condition state of one GPU."""
 
     thresholds: HealthThresholds = field(default_factory=HealthThresholds)
-    active: dict[str, float] = field(default_factory=dict)  # condition -> last time it fired
+    active: dict[Condition, float] = field(default_factory=dict)  # condition -> last time it fired
     throttle_since: float | None = None
     prev: GpuSample | None = None
 
@@ -175,6 +175,6 @@ class HealthTracker:
         return changes
 
 
-def _severity_rank(condition: str) -> tuple[int, str]:
+def _severity_rank(condition: Condition) -> tuple[int, str]:
     order = {"critical": 0, "warning": 1, "info": 2}
     return order[severity_of(condition)], condition

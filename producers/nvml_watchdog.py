@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from producers.nvml_source import Nvml
-from schemas.health import GpuHealth
+from schemas.health import Condition, GpuHealth, Severity
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class NvmlWatchdog:
             self.hung = None
             self.sink(self._record("ok", "info", detail))
 
-    def _record(self, condition: str, severity: str, detail: str) -> GpuHealth:
+    def _record(self, condition: Condition, severity: Severity, detail: str) -> GpuHealth:
         return GpuHealth(
             node=self.node,
             ts_ms=self.now_ms(),

@@ -7,12 +7,13 @@ lists and free-form objects capped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from schemas import bounds as b
 from schemas.errors import SchemaError
 
 SCHEMA_VERSION = 1
+S = TypeVar("S", bound=str)  # a closed set's member type: str or a Literal
 
 
 def as_object(value: Any) -> Mapping[str, Any]:
@@ -102,14 +103,16 @@ def opt_bool(d: Mapping[str, Any], name: str, default: bool) -> bool:
     return v
 
 
-def opt_enum(d: Mapping[str, Any], name: str, allowed: frozenset[str]) -> str | None:
+def opt_enum(d: Mapping[str, Any], name: str, allowed: frozenset[S]) -> S | None:
+    """One of `allowed` (a closed set, often a Literal's values), or None when absent."""
     v = opt_str(d, name, max_len=b.SHORT_MAX_CHARS)
     if v is not None and v not in allowed:
         raise SchemaError(name, f"must be one of {sorted(allowed)}, got {v!r}")
     return v
 
 
-def req_enum(d: Mapping[str, Any], name: str, allowed: frozenset[str]) -> str:
+def req_enum(d: Mapping[str, Any], name: str, allowed: frozenset[S]) -> S:
+    """One of `allowed` (a closed set, often a Literal's values)."""
     v = req_str(d, name, max_len=b.SHORT_MAX_CHARS)
     if v not in allowed:
         raise SchemaError(name, f"must be one of {sorted(allowed)}, got {v!r}")

@@ -16,33 +16,25 @@ Every value is a JSON object with `schema_version` and a `kind` that says which 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 from schemas import _fields as f
 from schemas.errors import SchemaError
 from schemas.quarantine import QuarantineRecord
 
-
-class AlertKind(enum.StrEnum):
-    HANG = "hang"
-    STRAGGLER = "straggler"
-    DECISION_OVERDUE = "decision_overdue"
-    BREAKER = "breaker"
-    REFUSED = "quarantine-refused"
-    DRY_RUN = "dry-run"
-    LEMON = "lemon"
-    VALIDATION = "validation"
-
-
-class BreakerPosition(enum.StrEnum):
-    TRIPPED = "tripped"
-    CLOSED = "closed"
-
-
-_JOB_KINDS = frozenset({AlertKind.HANG, AlertKind.STRAGGLER, AlertKind.DECISION_OVERDUE})
+# Closed sets as Literals, not enums: the values stay plain strings (orjson refuses a str
+# subclass as a dict key, and alert kinds are counted by kind).
+JobAlertKind = Literal["hang", "straggler", "decision_overdue"]
+JOB_ALERT_KINDS: frozenset[JobAlertKind] = frozenset(get_args(JobAlertKind))
+KIND_BREAKER: Final = "breaker"
+KIND_REFUSED: Final = "quarantine-refused"
+KIND_DRY_RUN: Final = "dry-run"
+KIND_LEMON: Final = "lemon"
+KIND_VALIDATION: Final = "validation"
+BreakerPosition = Literal["tripped", "closed"]
+BREAKER_POSITIONS: frozenset[BreakerPosition] = frozenset(get_args(BreakerPosition))
 _JOB_ALERT_FIELDS = frozenset({"schema_version", "kind", "job_id", "attempt", "ts_ms"})
 BREAKER_KEY = "breaker"  # the key of the breaker's state record (compaction keeps the latest)
 
@@ -51,7 +43,7 @@ BREAKER_KEY = "breaker"  # the key of the breaker's state record (compaction kee
 class JobAlert:
     """About one job: `detail` holds the kind's own fields, written at the top level."""
 
-    kind: AlertKind  # HANG | STRAGGLER | DECISION_OVERDUE
+    kind: JobAlertKind
     job_id: str
     attempt: int
     ts_ms: int
@@ -71,9 +63,8 @@ class JobAlert:
     def from_dict(value: Any) -> JobAlert:
         d = f.as_object(value)
         f.check_version(d)
-        kind = f.req_enum(d, "kind", _JOB_KINDS)
         return JobAlert(
-            kind=AlertKind(kind),
+            kind=f.req_enum(d, "kind", JOB_ALERT_KINDS),
             job_id=f.req_id(d, "job_id"),
             attempt=f.req_int(d, "attempt", minimum=0),
             ts_ms=f.req_int(d, "ts_ms"),
@@ -102,7 +93,7 @@ class BreakerAlert:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": f.SCHEMA_VERSION,
-            "kind": AlertKind.BREAKER,
+            "kind": KIND_BREAKER,
             "state": self.state,
             "cause": self.cause,
             "in_window": self.in_window,
@@ -123,10 +114,10 @@ class BreakerAlert:
         """Only what a restarted service needs is required (older records lack the rest)."""
         d = f.as_object(value)
         f.check_version(d)
-        if d.get("kind") != AlertKind.BREAKER:
-            raise SchemaError("kind", f"expected {AlertKind.BREAKER.value!r}")
+        if d.get("kind") != KIND_BREAKER:
+            raise SchemaError("kind", f"expected {KIND_BREAKER!r}")
         return BreakerAlert(
-            state=BreakerPosition(f.req_enum(d, "state", frozenset(BreakerPosition))),
+            state=f.req_enum(d, "state", BREAKER_POSITIONS),
             cause=f.opt_str(d, "cause"),
             in_window=f.opt_int(d, "in_window") or 0,
             fleet=f.opt_int(d, "fleet") or 0,
@@ -154,7 +145,7 @@ class RefusedAlert:
         r = self.record
         return {
             "schema_version": f.SCHEMA_VERSION,
-            "kind": AlertKind.REFUSED,
+            "kind": KIND_REFUSED,
             "node": r.node,
             "reason": r.reason,
             "job_id": r.job_id,
@@ -166,7 +157,7 @@ class RefusedAlert:
 
     @staticmethod
     def from_dict(value: Any) -> RefusedAlert:
-        d = _alert_object(value, AlertKind.REFUSED)
+        d = _alert_object(value, KIND_REFUSED)
         return RefusedAlert(
             record=QuarantineRecord.from_dict(d.get("record")),
             breaker_cause=f.opt_str(d, "breaker_cause"),
@@ -186,7 +177,7 @@ class DryRunAlert:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": f.SCHEMA_VERSION,
-            "kind": AlertKind.DRY_RUN,
+            "kind": KIND_DRY_RUN,
             "dry_run": True,
             "action": self.action,
             "node": self.record.node,
@@ -197,7 +188,7 @@ class DryRunAlert:
 
     @staticmethod
     def from_dict(value: Any) -> DryRunAlert:
-        d = _alert_object(value, AlertKind.DRY_RUN)
+        d = _alert_object(value, KIND_DRY_RUN)
         return DryRunAlert(
             action=f.req_str(d, "action"),
             record=QuarantineRecord.from_dict(d.get("record")),
@@ -220,7 +211,7 @@ class LemonAlert:
         r = self.record
         return {
             "schema_version": f.SCHEMA_VERSION,
-            "kind": AlertKind.LEMON,
+            "kind": KIND_LEMON,
             "node": r.node,
             "quarantines_in_window": len(r.history),
             "history": list(r.history),
@@ -232,7 +223,7 @@ class LemonAlert:
 
     @staticmethod
     def from_dict(value: Any) -> LemonAlert:
-        d = _alert_object(value, AlertKind.LEMON)
+        d = _alert_object(value, KIND_LEMON)
         return LemonAlert(
             record=QuarantineRecord.from_dict(d.get("record")),
             lemon_count=f.req_int(d, "lemon_count", minimum=0),
@@ -254,7 +245,7 @@ class ValidationAlert:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": f.SCHEMA_VERSION,
-            "kind": AlertKind.VALIDATION,
+            "kind": KIND_VALIDATION,
             "node": self.node,
             "outcome": self.outcome,
             "detail": self.detail,
@@ -264,7 +255,7 @@ class ValidationAlert:
 
     @staticmethod
     def from_dict(value: Any) -> ValidationAlert:
-        d = _alert_object(value, AlertKind.VALIDATION)
+        d = _alert_object(value, KIND_VALIDATION)
         raw = d.get("record")
         return ValidationAlert(
             node=f.req_id(d, "node"),
@@ -275,9 +266,9 @@ class ValidationAlert:
         )
 
 
-def _alert_object(value: Any, kind: AlertKind) -> Mapping[str, Any]:
+def _alert_object(value: Any, kind: str) -> Mapping[str, Any]:
     d = f.as_object(value)
     f.check_version(d)
     if d.get("kind") != kind:
-        raise SchemaError("kind", f"expected {kind.value!r}")
+        raise SchemaError("kind", f"expected {kind!r}")
     return d

@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from schemas import _fields as f
 from schemas import bounds as b
 from schemas.errors import SchemaError
 
-VERDICTS = frozenset({"hardware", "software", "transient", "unknown"})
-ACTIONS = frozenset({"failover", "retry", "reject", "fail", "give_up"})
-STATUSES = frozenset(
-    {"Pending-failoverinprogress", "Pending-internalerror", "Pending-maxretriesexceeded", "Failed"}
-)
-EVIDENCE_KINDS = frozenset({"xid", "health", "reason"})
-# liveness: heartbeats and the silent-node conditions (docs/silent-nodes.md)
-EVIDENCE_CLASSES = frozenset(
-    {"hardware", "software", "transient", "precursor", "ignore", "liveness"}
-)
+# Closed sets as Literals (mypy checks every spelling) whose values stay plain strings on the
+# wire and in memory: orjson refuses a str subclass (an enum) as a dict key.
+# What killed the job, by precedence hardware > software > transient > unknown.
+Verdict = Literal["hardware", "software", "transient", "unknown"]
+# failover: quarantine the suspects and requeue elsewhere; retry: requeue (transient);
+# reject: no failover (software, unknown); fail: failover off for the job, or a spot job;
+# give_up: the failover budget is spent.
+Action = Literal["failover", "retry", "reject", "fail", "give_up"]
+# The job's status for the scheduler.
+DecisionStatus = Literal[
+    "Pending-failoverinprogress", "Pending-internalerror", "Pending-maxretriesexceeded", "Failed"
+]
+EvidenceKind = Literal["xid", "health", "reason"]  # reason: the termination's own
+# precursor: quarantines a node, decides nothing; liveness: heartbeats and the silent-node
+# conditions (docs/silent-nodes.md)
+EvidenceClass = Literal["hardware", "software", "transient", "precursor", "ignore", "liveness"]
+
+VERDICTS: frozenset[Verdict] = frozenset(get_args(Verdict))
+ACTIONS: frozenset[Action] = frozenset(get_args(Action))
+STATUSES: frozenset[DecisionStatus] = frozenset(get_args(DecisionStatus))
+EVIDENCE_KINDS: frozenset[EvidenceKind] = frozenset(get_args(EvidenceKind))
+EVIDENCE_CLASSES: frozenset[EvidenceClass] = frozenset(get_args(EvidenceClass))
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,10 +39,10 @@ class Evidence:
 
     node: str | None
     gpu_index: int | None
-    kind: str
+    kind: EvidenceKind
     code: int | str
     ts_ms: int
-    cls: str
+    cls: EvidenceClass
     count: int = 1
     last_ts_ms: int | None = None
 
@@ -93,9 +105,9 @@ def evidence_list(d: Any, *, required: bool) -> list[Any]:
 class Decision:
     job_id: str
     attempt: int
-    verdict: str
-    action: str
-    status: str
+    verdict: Verdict
+    action: Action
+    status: DecisionStatus
     suspect_nodes: tuple[str, ...]
     next_attempt: int | None
     evidence: tuple[Evidence, ...]

@@ -3,30 +3,56 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from schemas import _fields as f
 from schemas import bounds as b
 
-HARDWARE_CONDITIONS = frozenset(
+Condition = Literal[
+    "gpu_lost",
+    "ecc_uncorrectable",
+    "row_remap_failure",
+    "thermal",
+    "power",
+    "pcie",
+    "nvlink",
+    "row_remap_pending",
+    "ecc_correctable_rate",
+    "heartbeat",
+    "nvml_hung",
+    "agent_silent",
+    "throttle",
+    "ok",
+]
+Severity = Literal["critical", "warning", "info"]
+HARDWARE_CONDITIONS: frozenset[Condition] = frozenset(
     {"gpu_lost", "ecc_uncorrectable", "row_remap_failure", "thermal", "power", "pcie", "nvlink"}
 )
-PRECURSOR_CONDITIONS = frozenset({"row_remap_pending", "ecc_correctable_rate"})
+PRECURSOR_CONDITIONS: frozenset[Condition] = frozenset(
+    {"row_remap_pending", "ecc_correctable_rate"}
+)
 # Whether the node's agent is heard from (docs/silent-nodes.md): `heartbeat` every interval,
 # `nvml_hung` instead while an NVML call has not returned (the agent's watchdog), and
 # `agent_silent`, which the classifier itself puts in a decision's evidence.
-LIVENESS_CONDITIONS = frozenset({"heartbeat", "nvml_hung", "agent_silent"})
-CONDITIONS = HARDWARE_CONDITIONS | PRECURSOR_CONDITIONS | LIVENESS_CONDITIONS | {"throttle", "ok"}
-SEVERITIES = frozenset({"critical", "warning", "info"})
+LIVENESS_CONDITIONS: frozenset[Condition] = frozenset({"heartbeat", "nvml_hung", "agent_silent"})
+CONDITIONS: frozenset[Condition] = frozenset(get_args(Condition))
+SEVERITIES: frozenset[Severity] = frozenset(get_args(Severity))
+
+
+def as_condition(value: str) -> Condition:
+    """`value` as a Condition; ValueError when it is not one."""
+    if value not in CONDITIONS:
+        raise ValueError(f"{value!r} is not a health condition (one of {sorted(CONDITIONS)})")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
 class GpuHealth:
     node: str
     ts_ms: int
-    condition: str
+    condition: Condition
     gpu_index: int | None = None
-    severity: str | None = None
+    severity: Severity | None = None
     detail: str | None = None
     metrics: dict[str, Any] | None = None
     gpu_uuid: str | None = None

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from schemas import _fields as f
 from schemas import bounds as b
 from schemas.errors import SchemaError
 
 # `pending`: the attempt cannot start yet, `reason` says why (ImagePullBackOff).
-EVENT_TYPES = frozenset({"submitted", "pending", "started", "terminated", "succeeded", "cancelled"})
-NODES_REQUIRED = frozenset({"started", "terminated"})
-TRAINING_TYPES = frozenset({"on_demand", "spot"})
+EventType = Literal["submitted", "pending", "started", "terminated", "succeeded", "cancelled"]
+TrainingType = Literal["on_demand", "spot"]
+EVENT_TYPES: frozenset[EventType] = frozenset(get_args(EventType))
+NODES_REQUIRED: frozenset[EventType] = frozenset({"started", "terminated"})
+TRAINING_TYPES: frozenset[TrainingType] = frozenset(get_args(TrainingType))
 DEFAULT_MAX_FAILOVERS = 3
 
 
@@ -20,13 +22,13 @@ DEFAULT_MAX_FAILOVERS = 3
 class JobEvent:
     job_id: str
     attempt: int
-    type: str
+    type: EventType
     ts_ms: int
     nodes: tuple[str, ...] = ()
     exit_code: int | None = None
     reason: str | None = None
     failover: bool = True
-    training_type: str = "on_demand"
+    training_type: TrainingType = "on_demand"
     max_failovers: int | None = None  # None: the policy's default
     priority: int | None = None
     spec: dict[str, Any] | None = field(default=None, hash=False, compare=True)

@@ -11,7 +11,7 @@ validation count.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from schemas import _fields as f
 from schemas import bounds as b
@@ -19,10 +19,14 @@ from schemas.bounds import TS_CEIL_MS
 from schemas.decisions import Evidence, evidence_list
 from schemas.errors import SchemaError
 
-STATES = frozenset({"quarantined", "validating", "released"})
-REASONS = frozenset({"hardware", "precursor", "operator", "validation"})
-RESULTS = frozenset({"pass", "fail"})
-TRIGGERS = frozenset({"operator", "repair"})
+QuarantineState = Literal["quarantined", "validating", "released"]
+QuarantineReason = Literal["hardware", "precursor", "operator", "validation"]
+ValidationOutcome = Literal["pass", "fail"]
+ValidationTrigger = Literal["operator", "repair"]
+STATES: frozenset[QuarantineState] = frozenset(get_args(QuarantineState))
+REASONS: frozenset[QuarantineReason] = frozenset(get_args(QuarantineReason))
+RESULTS: frozenset[ValidationOutcome] = frozenset(get_args(ValidationOutcome))
+TRIGGERS: frozenset[ValidationTrigger] = frozenset(get_args(ValidationTrigger))
 OUTPUT_MAX_CHARS = b.TEXT_MAX_CHARS  # diagnostic output kept with a result, tail first
 HISTORY_MAX = 64  # quarantine times a record carries (the lemon count is at most this)
 
@@ -32,9 +36,9 @@ class Validation:
     """One validation of a node: requested, then its outcome (`result` None while it runs)."""
 
     request_id: str
-    trigger: str  # operator | repair
+    trigger: ValidationTrigger
     requested_ts_ms: int
-    result: str | None = None  # pass | fail
+    result: ValidationOutcome | None = None
     exit_code: int | None = None
     output: str = ""
     command: str = ""
@@ -75,8 +79,8 @@ def _opt_exit_code(d: Any) -> int | None:
 @dataclass(frozen=True, slots=True)
 class QuarantineRecord:
     node: str
-    state: str
-    reason: str
+    state: QuarantineState
+    reason: QuarantineReason
     evidence: tuple[Evidence, ...]
     job_id: str | None
     ts_ms: int
@@ -148,7 +152,7 @@ class ValidationRequest:
 
     node: str
     request_id: str
-    trigger: str
+    trigger: ValidationTrigger
     reason: str
     open: bool
     ts_ms: int
@@ -194,7 +198,7 @@ class ValidationResult:
     kind: str
     ts_ms: int
     request_id: str | None = None
-    result: str | None = None  # pass | fail (kind result)
+    result: ValidationOutcome | None = None  # kind result
     exit_code: int | None = None
     output: str = ""
     command: str = ""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas import _fields as f
+from schemas.decisions import ACTIONS, VERDICTS, Action, Verdict
 
 
 @dataclass(frozen=True)
@@ -17,8 +18,8 @@ class RequeueCommand:
     exclude_nodes: tuple[str, ...]  # suspects + every node quarantined when decided
     priority: int  # the job's own priority + the boost for its action
     reason: str  # the decision's rule, e.g. "hardware.failover"
-    verdict: str
-    action: str
+    verdict: Verdict
+    action: Action
     decided_ts_ms: int
     ts_ms: int  # wall clock when the command was issued
     checkpoint: dict[str, Any] | None = None  # the job's last checkpoint (from its telemetry)
@@ -52,8 +53,8 @@ class RequeueCommand:
             exclude_nodes=f.str_list(d, "exclude_nodes", required=True),
             priority=f.req_int(d, "priority"),
             reason=f.req_str(d, "reason"),
-            verdict=f.req_str(d, "verdict"),
-            action=f.req_str(d, "action"),
+            verdict=f.req_enum(d, "verdict", VERDICTS),
+            action=f.req_enum(d, "action", ACTIONS),
             decided_ts_ms=f.req_int(d, "decided_ts_ms"),
             ts_ms=f.req_int(d, "ts_ms"),
             checkpoint=f.opt_object(d, "checkpoint"),

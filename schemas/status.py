@@ -4,13 +4,30 @@ the terminations still awaiting a decision (`awaiting_decision`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from schemas import _fields as f
 from schemas.errors import SchemaError
 
-# What moved the status; also the order of updates within one attempt.
-EVENT_RANK = {
+# A job's status (consumers/jobstatus/flow.py says which input moves it to which).
+JobState = Literal[
+    "Submitted",
+    "Pending-imagepullbackoff",
+    "Running",
+    "Pending-failoverinprogress",
+    "Pending-internalerror",
+    "Pending-maxretriesexceeded",
+    "Failed",
+    "Succeeded",
+    "Cancelled",
+]
+JOB_STATES: frozenset[JobState] = frozenset(get_args(JobState))
+# What moved the status: a job event's type, or the decision.
+StatusEvent = Literal[
+    "submitted", "pending", "started", "terminated", "decision", "succeeded", "cancelled"
+]
+# The order of updates within one attempt.
+EVENT_RANK: dict[StatusEvent, int] = {
     "submitted": 0,
     "pending": 1,
     "started": 2,
@@ -19,15 +36,15 @@ EVENT_RANK = {
     "succeeded": 5,
     "cancelled": 5,
 }
-EVENTS = frozenset(EVENT_RANK)
+EVENTS: frozenset[StatusEvent] = frozenset(EVENT_RANK)
 
 
 @dataclass(frozen=True)
 class Step:
-    status: str
+    status: JobState
     attempt: int
     ts_ms: int
-    event: str
+    event: StatusEvent
     rule: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -45,7 +62,7 @@ class Step:
     def from_dict(value: Any) -> Step:
         d = f.as_object(value)
         return Step(
-            status=f.req_str(d, "status"),
+            status=f.req_enum(d, "status", JOB_STATES),
             attempt=f.req_int(d, "attempt", minimum=0),
             ts_ms=f.req_int(d, "ts_ms"),
             event=f.req_enum(d, "event", EVENTS),

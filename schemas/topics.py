@@ -17,6 +17,7 @@ import enum
 import os
 import re
 from dataclasses import dataclass
+from typing import Final
 
 _HOUR_MS = 3_600_000
 _DAY_MS = 24 * _HOUR_MS
@@ -31,26 +32,27 @@ class Key(enum.StrEnum):
     NONE = "none"
 
 
-class Topic(enum.StrEnum):
-    """The logical name of every declared topic (dead-letter companions: `dlq_of`)."""
+class Topic:
+    """The logical name of every declared topic (dead-letter companions: `dlq_of`). Plain
+    strings, not an enum: orjson refuses a str subclass as a dict key."""
 
-    GPU_XID = "gpu.xid"
-    GPU_HEALTH = "gpu.health"
-    JOBS_EVENTS = "jobs.events"
-    TRAINING_TELEMETRY = "training.telemetry"
-    FAILOVER_DECISIONS = "failover.decisions"
-    NODES_QUARANTINE = "nodes.quarantine"
-    NODES_VALIDATE = "nodes.validate"
-    VALIDATION_RESULTS = "nodes.validation-results"
-    JOBS_REQUEUE = "jobs.requeue"
-    JOBS_STATUS = "jobs.status"
-    FAILOVER_ALERTS = "failover.alerts"
-    OPERATORS_AUDIT = "operators.audit"
-    TERM_BY_NODE = "failover.term-by-node"
-    NODE_EVIDENCE = "failover.node-evidence"
-    NODE_SIGNALS = "failover.node-signals"
-    QUARANTINE_REQUESTS = "failover.quarantine-requests"
-    TICKS = "failover.ticks"
+    GPU_XID: Final = "gpu.xid"
+    GPU_HEALTH: Final = "gpu.health"
+    JOBS_EVENTS: Final = "jobs.events"
+    TRAINING_TELEMETRY: Final = "training.telemetry"
+    FAILOVER_DECISIONS: Final = "failover.decisions"
+    NODES_QUARANTINE: Final = "nodes.quarantine"
+    NODES_VALIDATE: Final = "nodes.validate"
+    VALIDATION_RESULTS: Final = "nodes.validation-results"
+    JOBS_REQUEUE: Final = "jobs.requeue"
+    JOBS_STATUS: Final = "jobs.status"
+    FAILOVER_ALERTS: Final = "failover.alerts"
+    OPERATORS_AUDIT: Final = "operators.audit"
+    TERM_BY_NODE: Final = "failover.term-by-node"
+    NODE_EVIDENCE: Final = "failover.node-evidence"
+    NODE_SIGNALS: Final = "failover.node-signals"
+    QUARANTINE_REQUESTS: Final = "failover.quarantine-requests"
+    TICKS: Final = "failover.ticks"
 
 
 def dlq_of(logical: str) -> str:

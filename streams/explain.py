@@ -404,7 +404,7 @@ def _quarantine_event(
 
 
 def _job_event_text(e: JobEvent) -> str:
-    parts = [e.type]
+    parts: list[str] = [e.type]
     if e.reason:
         parts.append(f"reason {e.reason}")
     if e.exit_code is not None:

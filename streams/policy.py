@@ -10,17 +10,24 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
+from schemas.decisions import EvidenceClass
 from schemas.health import CONDITIONS, LIVENESS_CONDITIONS
 from schemas.quarantine import HISTORY_MAX
 
-EVIDENCE_CLASSES = ("hardware", "software", "transient", "precursor", "ignore")
+EVIDENCE_CLASSES: tuple[EvidenceClass, ...] = (
+    "hardware",
+    "software",
+    "transient",
+    "precursor",
+    "ignore",
+)
 # The liveness conditions' own class: they count only through the silent-node rule; "ignore"
 # drops them (no heartbeat reaches the engine, so no node is ever silent).
-LIVENESS_CLASSES = ("liveness", "ignore")
+LIVENESS_CLASSES: tuple[EvidenceClass, ...] = ("liveness", "ignore")
 # The silent-node rule (docs/silent-nodes.md): the defaults of its keys.
 DEFAULT_HEARTBEAT_INTERVAL_S = 30
 DEFAULT_MISSED_HEARTBEATS = 3
@@ -46,9 +53,9 @@ class Policy:
     coalesce_ms: int
     max_failovers: int
     max_evidence_per_node: int
-    xid_class: MappingProxyType[int, str]
-    condition_class: MappingProxyType[str, str]
-    reason_class: MappingProxyType[str, str]
+    xid_class: MappingProxyType[int, EvidenceClass]
+    condition_class: MappingProxyType[str, EvidenceClass]
+    reason_class: MappingProxyType[str, EvidenceClass]
     source: str
     # Training telemetry (optional keys, defaults below): a running job silent this long hangs;
     # a throughput sample under `straggler_ratio` x the job's recent level is a straggler.
@@ -90,26 +97,26 @@ class Policy:
         # reach the node side late (evidence_retention): the decision must not depend on that.
         return max(self.lookback_ms + self.grace_ms, self.evidence_retention_ms)
 
-    def classify_xid(self, code: int) -> str:
+    def classify_xid(self, code: int) -> EvidenceClass:
         return self.xid_class.get(code, "ignore")
 
     def is_known_xid(self, code: int) -> bool:
         return code in self.xid_class
 
-    def classify_condition(self, condition: str) -> str:
+    def classify_condition(self, condition: str) -> EvidenceClass:
         return self.condition_class.get(condition, "ignore")
 
-    def classify_reason(self, reason: str | None) -> str:
+    def classify_reason(self, reason: str | None) -> EvidenceClass:
         if reason is None:
             return "ignore"
         return self.reason_class.get(reason, "ignore")
 
 
-def _class_of(where: str, value: Any) -> str:
+def _class_of(where: str, value: Any) -> EvidenceClass:
     cls = value.get("class") if isinstance(value, dict) else value
     if cls not in EVIDENCE_CLASSES:
         raise PolicyError(f"{where}: class must be one of {list(EVIDENCE_CLASSES)}, got {cls!r}")
-    return str(cls)
+    return cast(EvidenceClass, cls)  # checked against EVIDENCE_CLASSES above
 
 
 def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
@@ -123,7 +130,7 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
         ints[key] = v
     if ints["max_evidence_per_node"] < 1:
         raise PolicyError(f"{source}: max_evidence_per_node must be >= 1")
-    xids: dict[int, str] = {}
+    xids: dict[int, EvidenceClass] = {}
     raw_xid = data.get("xid")
     if not isinstance(raw_xid, dict):
         raise PolicyError(f"{source}: xid must be an object of code -> class")
@@ -135,7 +142,7 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
         if n < 0:
             raise PolicyError(f"{source}: xid.{code}: XID codes are >= 0")
         xids[n] = _class_of(f"{source}: xid.{code}", entry)
-    conditions: dict[str, str] = {}
+    conditions: dict[str, EvidenceClass] = {}
     raw_cond = data.get("conditions")
     if not isinstance(raw_cond, dict):
         raise PolicyError(f"{source}: conditions must be an object of condition -> class")
@@ -148,7 +155,7 @@ def policy_from_dict(data: Any, source: str = "<dict>") -> Policy:
                     f"{source}: conditions.{cond}: class must be one of "
                     f"{list(LIVENESS_CLASSES)}, got {entry!r}"
                 )
-            conditions[cond] = entry
+            conditions[cond] = cast(EvidenceClass, entry)  # in LIVENESS_CLASSES
             continue
         conditions[cond] = _class_of(f"{source}: conditions.{cond}", entry)
     for cond in LIVENESS_CONDITIONS - conditions.keys():

@@ -35,7 +35,7 @@ import orjson
 
 from schemas.bounds import TS_CEIL_MS, saturating_add
 from schemas.codec import loads
-from schemas.decisions import Evidence
+from schemas.decisions import Evidence, EvidenceClass, EvidenceKind
 from schemas.engine import NodeTermination
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
@@ -66,8 +66,8 @@ class InputRecord:
 class _Fold:
     """Repeats of one signal within coalesce_ms, folded in a batch (becomes one Evidence)."""
 
-    signal: tuple[str, int | None, str, int | str]  # node, gpu_index, kind, code
-    cls: str
+    signal: tuple[str, int | None, EvidenceKind, int | str]  # node, gpu_index, kind, code
+    cls: EvidenceClass
     ts: int
     last_ts: int
     count: int
@@ -83,7 +83,7 @@ class _Partition:
     """What one batch forwards for one partition, in order of first appearance."""
 
     folds: dict[str, list[_Fold]]  # per node, in order of creation
-    by_signal: dict[tuple[str, int | None, str, int | str], list[_Fold]]
+    by_signal: dict[tuple[str, int | None, EvidenceKind, int | str], list[_Fold]]
     order: list[str | dict[str, Any]]  # a node (its folded evidence) or a termination
 
 
@@ -134,7 +134,7 @@ class SignalFilter:
         dead: list[Out] = []
         for rec in records:
             topic, partition = rec.topic, rec.partition
-            cls: str | None = None
+            cls: EvidenceClass | None = None
             try:
                 data = loads(rec.value or b"")
                 if topic == health_t:
@@ -145,7 +145,7 @@ class SignalFilter:
                         bounds.check("ts_ms", ts_ms, wall_ms)
                     cls = condition_class(health.condition)
                     if cls is not None:
-                        signal: tuple[str, int | None, str, int | str] = (
+                        signal: tuple[str, int | None, EvidenceKind, int | str] = (
                             health.node,
                             health.gpu_index,
                             "health",
@@ -203,8 +203,8 @@ class SignalFilter:
     def _fold(
         self,
         part: _Partition,
-        signal: tuple[str, int | None, str, int | str],
-        cls: str,
+        signal: tuple[str, int | None, EvidenceKind, int | str],
+        cls: EvidenceClass,
         ts: int,
         count: int,
     ) -> None:

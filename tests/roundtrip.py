@@ -93,6 +93,8 @@ def for_type(tp: Any, name: str, index: int) -> st.SearchStrategy[Any]:
         return json_values
     if tp is Evidence:
         return evidence()
+    if origin is typing.Literal:
+        return st.sampled_from(args)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return st.sampled_from(list(tp))
     if origin in (typing.Union, types.UnionType):

@@ -12,11 +12,12 @@ is down. A decision clears the wait (overdue or not), so the alert fires at most
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Final
 
-from schemas.alerts import AlertKind, JobAlert
+from schemas.alerts import JobAlert
 from schemas.status import Awaiting, JobStatus
 
-KIND_OVERDUE = AlertKind.DECISION_OVERDUE
+KIND_OVERDUE: Final = "decision_overdue"
 
 
 def decided(status: JobStatus | None, attempt: int) -> bool:

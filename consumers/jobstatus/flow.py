@@ -26,15 +26,16 @@ its rule).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Final
 
 from schemas.decisions import Decision
-from schemas.jobs import JobEvent
-from schemas.status import EVENT_RANK, JobStatus, Step
+from schemas.jobs import EventType, JobEvent
+from schemas.status import EVENT_RANK, JobState, JobStatus, Step
 
-DECIDING = "Pending-failoverinprogress"
-IMAGE_PULL = "Pending-imagepullbackoff"
+DECIDING: Final = "Pending-failoverinprogress"
+IMAGE_PULL: Final = "Pending-imagepullbackoff"
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName"})
-EVENT_STATUS = {
+EVENT_STATUS: dict[EventType, JobState] = {
     "submitted": "Submitted",
     "started": "Running",
     "succeeded": "Succeeded",

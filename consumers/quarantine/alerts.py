@@ -14,7 +14,6 @@ from consumers.quarantine.lifecycle import LifecyclePolicy, Step
 from schemas.alerts import (
     BREAKER_KEY,
     BreakerAlert,
-    BreakerPosition,
     DryRunAlert,
     LemonAlert,
     RefusedAlert,
@@ -29,7 +28,7 @@ def breaker_alert(
     state: BreakerState, cfg: BreakerConfig, *, group: str, dry_run: bool, ts_ms: int
 ) -> dict[str, Any]:
     return BreakerAlert(
-        state=BreakerPosition.TRIPPED if state.tripped else BreakerPosition.CLOSED,
+        state="tripped" if state.tripped else "closed",
         cause=state.cause,
         in_window=state.in_window,
         fleet=state.fleet,
@@ -48,7 +47,7 @@ def breaker_alert(
 def breaker_state_from_alert(value: Any) -> BreakerState:
     alert = BreakerAlert.from_dict(value)
     return BreakerState(
-        tripped=alert.state == BreakerPosition.TRIPPED,
+        tripped=alert.state == "tripped",
         cause=alert.cause,
         in_window=alert.in_window,
         fleet=alert.fleet,

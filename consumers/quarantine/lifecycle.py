@@ -13,6 +13,7 @@ records (docs/node-lifecycle.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Final
 
 from schemas.quarantine import (
     HISTORY_MAX,
@@ -20,12 +21,13 @@ from schemas.quarantine import (
     Validation,
     ValidationRequest,
     ValidationResult,
+    ValidationTrigger,
 )
 from streams.policy import Policy
 
-QUARANTINED = "quarantined"
-VALIDATING = "validating"
-RELEASED = "released"
+QUARANTINED: Final = "quarantined"
+VALIDATING: Final = "validating"
+RELEASED: Final = "released"
 
 # Step outcomes (also the `outcome` label of the validation metrics: a closed set).
 STARTED = "started"  # the node entered validating
@@ -89,7 +91,7 @@ def request_validation(
     current: QuarantineRecord | None,
     *,
     request_id: str,
-    trigger: str,
+    trigger: ValidationTrigger,
     reason: str,
     ts_ms: int,
     lp: LifecyclePolicy,

@@ -8,14 +8,15 @@ tail catching up on what the service already applied) never overwrites a newer o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Final
 
 from consumers.runtime.records import InRecord, now_ms
 from schemas.codec import loads
 from schemas.quarantine import QuarantineRecord
 
-QUARANTINED = "quarantined"
-VALIDATING = "validating"  # still out of service: the validation runs on a drained node
-RELEASED = "released"
+QUARANTINED: Final = "quarantined"
+VALIDATING: Final = "validating"  # still out of service: the validation runs on a drained node
+RELEASED: Final = "released"
 
 OnChange = Callable[[QuarantineRecord | None, QuarantineRecord], None]
 

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from consumers.requeue.k8s_job import ATTEMPT_LABEL, JOB_ID_LABEL, attempt_of
-from schemas.jobs import TRAINING_TYPES
+from schemas.jobs import TRAINING_TYPES, TrainingType
 
 FAILOVER_LABEL = "gpufailover.io/failover"
 TRAINING_TYPE_LABEL = "gpufailover.io/training-type"
@@ -69,7 +69,7 @@ class PodView:
     succeeded: bool
     image_pull: str | None  # the waiting reason of a container that cannot pull its image
     failover: bool = True
-    training_type: str = "on_demand"
+    training_type: TrainingType = "on_demand"
     max_failovers: int | None = None
     priority: int | None = None
     owner: str | None = None  # the Job that owns it

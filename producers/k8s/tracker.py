@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from producers.k8s.pods import PodView
-from schemas.jobs import JobEvent
+from schemas.jobs import EventType, JobEvent
 
 Key = tuple[str, int]  # job id, attempt
 Sent = tuple[str, int, str]  # job id, attempt, event type
@@ -104,7 +104,7 @@ class JobTracker:
         nodes = tuple(sorted(att.nodes))
 
         def event(
-            etype: str,
+            etype: EventType,
             ts: int,
             *,
             exit_code: int | None = None,

@@ -13,7 +13,7 @@ from typing import Any
 
 from producers.sim.faults import Signal
 from producers.sim.truth import Incident
-from schemas.health import GpuHealth
+from schemas.health import GpuHealth, Severity, as_condition
 from schemas.jobs import JobEvent
 from schemas.quarantine import QuarantineRecord
 from schemas.telemetry import TrainingTelemetry
@@ -35,7 +35,7 @@ XID_MESSAGES: dict[int, str] = {
     92: "High single-bit ECC error rate",
     45: "Ch 00000010, engmask 00000101",
 }
-SEVERITY = {"hardware": "critical", "precursor": "warning"}
+SEVERITY: dict[str, Severity] = {"hardware": "critical", "precursor": "warning"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ def signal_out(s: Signal) -> Out:
     health = GpuHealth(
         node=s.node,
         ts_ms=s.ts_ms,
-        condition=str(s.code),
+        condition=as_condition(str(s.code)),
         gpu_index=s.gpu_index,
         severity=SEVERITY.get(s.cls, "info"),
         detail=f"sim: {s.part}",

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from schemas.decisions import Decision, Evidence
+from schemas.decisions import Action, Decision, DecisionStatus, Evidence, Verdict
 from streams.engine.evidence import in_window
 from streams.policy import Policy
 
@@ -94,6 +94,7 @@ def decide(term: Termination, items: Iterable[Evidence], policy: Policy) -> Deci
     """Verdict by precedence hardware > software > transient > unknown, then the action."""
     evidence = sorted(counted(term, items, policy), key=Evidence.sort_key)
     hardware = [e for e in evidence if e.cls == "hardware"]
+    verdict: Verdict
     if hardware:
         verdict = "hardware"
     elif any(e.cls == "software" for e in evidence):
@@ -106,6 +107,8 @@ def decide(term: Termination, items: Iterable[Evidence], policy: Policy) -> Deci
     budget = policy.max_failovers if term.max_failovers is None else term.max_failovers
 
     next_attempt: int | None = None
+    action: Action
+    status: DecisionStatus
     if not term.failover or term.training_type == "spot":
         action, status = "fail", "Failed"
         rule = f"{verdict}.{'spot_job' if term.failover else 'failover_disabled'}"

@@ -12,7 +12,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.decisions import Evidence
+from schemas.decisions import Evidence, EvidenceClass
 from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
 from schemas.health import GpuHealth
 from schemas.xid import GpuXid
@@ -127,7 +127,7 @@ class SignalClassifier:
             return None
         return Evidence(rec.node, rec.gpu_index, "health", rec.condition, rec.ts_ms, cls)
 
-    def xid_class(self, code: int) -> str | None:
+    def xid_class(self, code: int) -> EvidenceClass | None:
         """The evidence class of an XID code; None when ignored or unknown (counted)."""
         cls = self._xid_class.get(code)
         if cls is None:
@@ -135,7 +135,7 @@ class SignalClassifier:
             return None
         return None if cls == "ignore" else cls
 
-    def condition_class(self, condition: str) -> str | None:
+    def condition_class(self, condition: str) -> EvidenceClass | None:
         cls = self._condition_class.get(condition, "ignore")
         return None if cls == "ignore" else cls
 

@@ -14,7 +14,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.alerts import AlertKind, JobAlert
+from schemas.alerts import JobAlert
 from schemas.decisions import Evidence
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
@@ -175,7 +175,7 @@ class ProgressTracker:
             self.jobs[job_id] = state
             out.append(
                 JobAlert(
-                    AlertKind.HANG,
+                    "hang",
                     job_id,
                     state.attempt,
                     ts_ms,
@@ -207,7 +207,7 @@ class ProgressTracker:
             if slow and not state.straggling:
                 out.append(
                     JobAlert(
-                        AlertKind.STRAGGLER,
+                        "straggler",
                         rec.job_id,
                         rec.attempt,
                         rec.ts_ms,

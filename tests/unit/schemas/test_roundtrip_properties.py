@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.alerts import (
-    AlertKind,
+    JOB_ALERT_KINDS,
     BreakerAlert,
     DryRunAlert,
     JobAlert,
@@ -115,7 +115,7 @@ operator_commands = records(OperatorCommand, kind=st.sampled_from(sorted(AUDIT_K
 # A job alert's own fields are written at the top level next to the common ones.
 job_alerts = records(
     JobAlert,
-    kind=st.sampled_from([AlertKind.HANG, AlertKind.STRAGGLER, AlertKind.DECISION_OVERDUE]),
+    kind=st.sampled_from(sorted(JOB_ALERT_KINDS)),
     detail=st.dictionaries(st.sampled_from(["silent_s", "node", "ratio"]), st.integers(0, 2**31)),
 )
 quarantine_alerts = {
