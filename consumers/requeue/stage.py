@@ -25,14 +25,14 @@ from consumers.runtime.records import InRecord
 from gpufailover.kafka import make_consumer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
-from schemas.decisions import Decision
+from schemas.decisions import Action, Decision
 from schemas.errors import SchemaError
 from schemas.requeue import RequeueCommand
 from schemas.topics import TopicNames
 
 log = logging.getLogger(__name__)
 
-END_ACTIONS = frozenset({"give_up", "reject", "fail"})
+END_ACTIONS: frozenset[Action] = frozenset({"give_up", "reject", "fail"})
 
 
 class NotActionable(Exception):
