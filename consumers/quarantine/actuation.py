@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from consumers.quarantine.actuator import QUARANTINE, RELEASE
+from consumers.quarantine.actions import QUARANTINE, RELEASE
 from consumers.quarantine.table import RELEASED
 from schemas.quarantine import QuarantineRecord
 

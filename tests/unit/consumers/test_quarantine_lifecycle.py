@@ -10,8 +10,9 @@ import pytest
 from consumer_fakes import NAMES, acks, decision, rec, request, value
 from prometheus_client import CollectorRegistry
 
+from consumers.quarantine.actions import QUARANTINE, RELEASE
 from consumers.quarantine.actuation import ActuationQueue, Backoff
-from consumers.quarantine.actuator import QUARANTINE, RELEASE, LogActuator
+from consumers.quarantine.actuator import LogActuator
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.lifecycle import LifecyclePolicy
 from consumers.quarantine.logic import QuarantineProcessor
