@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -25,6 +24,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpufailover.slurm_text import parse_fields
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_NODES = 16
@@ -140,17 +141,6 @@ class SlurmCluster:
         wait_for(
             "all nodes idle", lambda: all(self.node_state(n) == "IDLE" for n in self.nodes), 60.0
         )
-
-
-def parse_fields(line: str) -> dict[str, str]:
-    """`Key=Value Key=Value ...` (one-line scontrol output); values with spaces (Reason=, Comment=)
-    run up to the next ` Key=`."""
-    out: dict[str, str] = {}
-    matches = list(re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=", line))
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        out[m.group(1)] = line[m.end() : end].strip()
-    return out
 
 
 def _write_config(base: Path, nodes: tuple[str, ...]) -> None:

@@ -16,7 +16,7 @@ import uuid
 from consumers.quarantine.table import QUARANTINED, RELEASED
 from consumers.runtime.oneshot import publish, publish_atomically, read_key
 from consumers.runtime.records import now_ms
-from gpufailover.cli_errors import EXIT_WRONG_STATE
+from gpufailover.errors import EXIT_WRONG_STATE
 from gpufailover.security import PLAINTEXT, KafkaSecurity, operator_identity
 from schemas.audit import BREAKER_RESET, RELEASE, RESET_KEY, VALIDATE, OperatorCommand
 from schemas.codec import dumps, loads

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
-from consumers.quarantine.actuation import Backoff
 from consumers.runtime.records import InRecord
+from gpufailover.backoff import Backoff
 from gpufailover.kafka import make_consumer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads

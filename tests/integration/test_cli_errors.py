@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from consumers.quarantine.commands import current_state
-from gpufailover.cli_errors import EXIT_TOPICS_MISSING, EXIT_WRONG_STATE
+from gpufailover.errors import EXIT_TOPICS_MISSING, EXIT_WRONG_STATE
 from schemas.topics import TopicNames
 from tests.cli_errors_cases import KAFKA_COMMANDS, PUBLISH_TIMEOUT_S, one_line, run_cli
 

@@ -7,11 +7,11 @@ import asyncio
 
 import orjson
 
-from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuator_scontrol import SlurmCommandError
 from consumers.requeue.slurm import NotActionable, Outcome, SlurmScheduler
 from consumers.requeue.slurm_stage import SlurmStage, SlurmStageMetrics
 from consumers.runtime.records import InRecord
+from gpufailover.backoff import Backoff
 from schemas.decisions import Decision
 from schemas.requeue import RequeueCommand
 from schemas.topics import TopicNames

@@ -1,0 +1,13 @@
+"""A free TCP port on this host, for the processes the demo, the benchmarks and the chaos
+harness start (metrics and web servers of several services on one machine)."""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
