@@ -1,4 +1,5 @@
-"""Messages between the two halves of the engine, and what the engine emits.
+"""The classifier's internal topics: messages between the two halves of the engine, and the
+quarantine requests it emits.
 
 The engine is split the way Kafka partitions it: the *node side* owns evidence (keyed by node),
 the *job side* owns terminations (keyed by job). They meet only through these messages, which the
@@ -8,10 +9,12 @@ Kafka glue carries on internal topics and replay carries on an in-process queue.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from schemas import _fields as f
 from schemas.decisions import Evidence
+from schemas.errors import SchemaError
+from schemas.quarantine import QuarantineRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +97,7 @@ class QuarantineRequest:
     """Node side -> quarantine: a hardware or precursor signal on a node not yet quarantined."""
 
     node: str
-    reason: str  # "hardware" | "precursor"
+    reason: Literal["hardware", "precursor"]
     evidence: Evidence
     job_id: str | None
     ts_ms: int
@@ -109,3 +112,100 @@ class QuarantineRequest:
             "job_id": self.job_id,
             "ts_ms": self.ts_ms,
         }
+
+    @staticmethod
+    def from_dict(value: Any) -> QuarantineRequest:
+        """Read back as the quarantine service reads it (a QuarantineRecord, one evidence)."""
+        rec = QuarantineRecord.from_dict(value)
+        if rec.state != "quarantined" or rec.reason not in ("hardware", "precursor"):
+            raise SchemaError("reason", "a quarantine request is a hardware or precursor ask")
+        if len(rec.evidence) != 1:
+            raise SchemaError("evidence", "a quarantine request carries one evidence item")
+        return QuarantineRequest(rec.node, rec.reason, rec.evidence[0], rec.job_id, rec.ts_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReportPack:
+    """Several reports of one job from one input record (`failover.node-evidence`, key job_id):
+    the job agent writes the job's state once per record it reads."""
+
+    reports: tuple[NodeReport, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reports": [r.to_dict() for r in self.reports]}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> NodeReportPack:
+        return NodeReportPack(tuple(NodeReport.from_dict(r) for r in d["reports"]))
+
+
+# `failover.node-signals` (no key: the signal filter writes to the partition it read): what the
+# filter forwards to the node side, one of three records.
+@dataclass(frozen=True, slots=True)
+class SignalPack:
+    """Folded evidence and terminations, in the order the filter read them."""
+
+    signals: tuple[Evidence | NodeTermination, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "signals": [
+                {"evidence": s.to_dict()}
+                if isinstance(s, Evidence)
+                else {"termination": s.to_dict()}
+                for s in self.signals
+            ]
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> SignalPack:
+        return SignalPack(
+            tuple(
+                Evidence.from_dict(i["evidence"])
+                if "evidence" in i
+                else NodeTermination.from_dict(i["termination"])
+                for i in d["signals"]
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """Every signal of the partition stamped before `watermark` has been read."""
+
+    watermark: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"watermark": self.watermark}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Watermark:
+        return Watermark(d["watermark"])
+
+
+@dataclass(frozen=True, slots=True)
+class IdleMarker:
+    """The partition's inputs are read and have been quiet for `idle_ms` of wall clock."""
+
+    idle_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"idle_ms": self.idle_ms}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> IdleMarker:
+        return IdleMarker(d["idle_ms"])
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """`failover.ticks` (no key, one per partition): the clock's beat, driving expiry."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Tick:
+        if d:
+            raise SchemaError("value", "a tick is an empty object")
+        return Tick()

@@ -10,7 +10,7 @@ from schemas import _fields as f
 from schemas.errors import SchemaError
 
 # A job's status (consumers/jobstatus/flow.py says which input moves it to which).
-JobState = Literal[
+StatusName = Literal[
     "Submitted",
     "Pending-imagepullbackoff",
     "Running",
@@ -21,7 +21,7 @@ JobState = Literal[
     "Succeeded",
     "Cancelled",
 ]
-JOB_STATES: frozenset[JobState] = frozenset(get_args(JobState))
+STATUS_NAMES: frozenset[StatusName] = frozenset(get_args(StatusName))
 # What moved the status: a job event's type, or the decision.
 StatusEvent = Literal[
     "submitted", "pending", "started", "terminated", "decision", "succeeded", "cancelled"
@@ -41,7 +41,7 @@ EVENTS: frozenset[StatusEvent] = frozenset(EVENT_RANK)
 
 @dataclass(frozen=True)
 class Step:
-    status: JobState
+    status: StatusName
     attempt: int
     ts_ms: int
     event: StatusEvent
@@ -62,7 +62,7 @@ class Step:
     def from_dict(value: Any) -> Step:
         d = f.as_object(value)
         return Step(
-            status=f.req_enum(d, "status", JOB_STATES),
+            status=f.req_enum(d, "status", STATUS_NAMES),
             attempt=f.req_int(d, "attempt", minimum=0),
             ts_ms=f.req_int(d, "ts_ms"),
             event=f.req_enum(d, "event", EVENTS),

@@ -28,6 +28,7 @@ from mode.supervisors import CrashingSupervisor
 from prometheus_client.exposition import choose_encoder
 
 from gpufailover.settings import state_dir
+from schemas.engine import Tick
 from schemas.event_time import EventTimeBounds
 from schemas.topics import TopicNames
 from streams.config import ClassifierSettings
@@ -43,6 +44,7 @@ from streams.signal_loop import SignalLoop
 from streams.tables import CodecTable, WriteBack
 
 log = logging.getLogger("gpufailover.classifier")
+TICK = orjson.dumps(Tick().to_dict())  # failover.ticks: the same empty record every time
 apply_faust_patches()  # faust 0.15.3 loses input records after table recovery: see the module
 
 
@@ -316,7 +318,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
     async def ticker() -> None:
         # A tick on every partition lets quiet partitions close their windows (idle advance).
         for partition in range(settings.partitions):
-            await outputs[names.ticks].send(key=None, value=b"{}", partition=partition)
+            await outputs[names.ticks].send(key=None, value=TICK, partition=partition)
 
     return app
 

@@ -16,7 +16,7 @@ import orjson
 from schemas.codec import loads
 from schemas.dead_letter import DeadLetter, kafka_dead_letter_topic, routed
 from schemas.decisions import Decision, Evidence
-from schemas.engine import NodeReport, NodeTermination, QuarantineRequest
+from schemas.engine import NodeReport, NodeReportPack, NodeTermination, QuarantineRequest
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
@@ -185,10 +185,10 @@ class NodeGlue:
         self, outputs: list[NodeReport | QuarantineRequest], partition: int, side: NodeSide
     ) -> list[Out]:
         out: list[Out] = []
-        reports: dict[str, list[dict[str, Any]]] = {}  # per job, in order
+        reports: dict[str, list[NodeReport]] = {}  # per job, in order
         for o in outputs:
             if isinstance(o, NodeReport):
-                reports.setdefault(o.job_id, []).append(o.to_dict())
+                reports.setdefault(o.job_id, []).append(o)
             else:
                 out.append(
                     Out(self.names.quarantine_requests, o.node.encode(), orjson.dumps(o.to_dict()))
@@ -205,18 +205,18 @@ class NodeGlue:
             self.persisted[partition] = persisted
         return out
 
-    def _reports(self, job_id: str, items: list[dict[str, Any]]) -> list[Out]:
+    def _reports(self, job_id: str, items: list[NodeReport]) -> list[Out]:
         """One job's reports from one input record: one record when alone, else packed by up
         to REPORTS_PER_RECORD. The job agent writes the job's state once per record it reads,
         so a termination on N nodes costs N/REPORTS_PER_RECORD state writes, not ~3N."""
         key = job_id.encode()
         if len(items) == 1:
-            return [Out(self.names.node_evidence, key, orjson.dumps(items[0]))]
+            return [Out(self.names.node_evidence, key, orjson.dumps(items[0].to_dict()))]
         return [
             Out(
                 self.names.node_evidence,
                 key,
-                orjson.dumps({"reports": items[i : i + REPORTS_PER_RECORD]}),
+                orjson.dumps(NodeReportPack(tuple(items[i : i + REPORTS_PER_RECORD])).to_dict()),
             )
             for i in range(0, len(items), REPORTS_PER_RECORD)
         ]

@@ -29,14 +29,13 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from schemas.bounds import TS_CEIL_MS, saturating_add
 from schemas.codec import loads
 from schemas.decisions import Evidence, EvidenceClass, EvidenceKind
-from schemas.engine import NodeTermination
+from schemas.engine import IdleMarker, NodeTermination, SignalPack, Watermark
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.health import GpuHealth
@@ -72,10 +71,10 @@ class _Fold:
     last_ts: int
     count: int
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> Evidence:
         node, gpu, kind, code = self.signal
         last = None if self.last_ts == self.ts else self.last_ts
-        return Evidence(node, gpu, kind, code, self.ts, self.cls, self.count, last).to_dict()
+        return Evidence(node, gpu, kind, code, self.ts, self.cls, self.count, last)
 
 
 @dataclass(slots=True)
@@ -84,7 +83,7 @@ class _Partition:
 
     folds: dict[str, list[_Fold]]  # per node, in order of creation
     by_signal: dict[tuple[str, int | None, EvidenceKind, int | str], list[_Fold]]
-    order: list[str | dict[str, Any]]  # a node (its folded evidence) or a termination
+    order: list[str | NodeTermination]  # a node (its folded evidence) or a termination
 
 
 class SignalFilter:
@@ -162,8 +161,8 @@ class SignalFilter:
                     if cls is not None:
                         signal, count = (xid.node, xid.gpu_index, "xid", xid.xid), xid.count
                 elif topic == term_t:
-                    ts_ms = NodeTermination.from_dict(data).terminated_ts_ms
-                    termination: dict[str, Any] = data
+                    termination = NodeTermination.from_dict(data)
+                    ts_ms = termination.terminated_ts_ms
                 else:
                     raise SchemaError("topic", f"signal filter does not read {topic!r}")
             except Exception as exc:  # noqa: BLE001 - one bad record never stops the filter
@@ -229,17 +228,17 @@ class SignalFilter:
         part.folds[signal[0]].append(fold)
 
     def _forward(self, partition: int, part: _Partition) -> list[Out]:
-        items: list[dict[str, Any]] = []
+        items: list[Evidence | NodeTermination] = []
         for entry in part.order:
             if isinstance(entry, str):
-                items.extend({"evidence": f.evidence()} for f in part.folds[entry])
+                items.extend(f.evidence() for f in part.folds[entry])
             else:
-                items.append({"termination": entry})
+                items.append(entry)
         return [
             Out(
                 self.names.node_signals,
                 None,
-                orjson.dumps({"signals": items[i : i + PACK_MAX]}),
+                orjson.dumps(SignalPack(tuple(items[i : i + PACK_MAX])).to_dict()),
                 partition,
             )
             for i in range(0, len(items), PACK_MAX)
@@ -256,7 +255,7 @@ class SignalFilter:
                 continue
             self.sent_watermark[partition] = watermark
             self.sent_watermark_wall[partition] = wall_ms
-            body = orjson.dumps({"watermark": watermark})
+            body = orjson.dumps(Watermark(watermark).to_dict())
             out.append(Out(self.names.node_signals, None, body, partition))
         return out
 
@@ -273,7 +272,7 @@ class SignalFilter:
             if any(self.clock.lagging(source, partition) for source in self.sources):
                 continue
             self.sent_idle_wall[partition] = wall_ms
-            body = orjson.dumps({"idle_ms": idle})
+            body = orjson.dumps(IdleMarker(idle).to_dict())
             out.append(Out(self.names.node_signals, None, body, partition))
         return out
 

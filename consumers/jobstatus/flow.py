@@ -30,12 +30,12 @@ from typing import Final
 
 from schemas.decisions import Decision
 from schemas.jobs import EventType, JobEvent
-from schemas.status import EVENT_RANK, JobState, JobStatus, Step
+from schemas.status import EVENT_RANK, JobStatus, StatusName, Step
 
 DECIDING: Final = "Pending-failoverinprogress"
 IMAGE_PULL: Final = "Pending-imagepullbackoff"
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName"})
-EVENT_STATUS: dict[EventType, JobState] = {
+EVENT_STATUS: dict[EventType, StatusName] = {
     "submitted": "Submitted",
     "started": "Running",
     "succeeded": "Succeeded",
