@@ -16,15 +16,15 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from deploy.local_wait import poll_until
+from gpufailover.ports import free_ports
 from gpufailover.slurm_text import parse_fields
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,24 +45,8 @@ def missing_binaries() -> list[str]:
     return [b for b in BINARIES if shutil.which(b) is None]
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = READY_TIMEOUT_S) -> None:
-    """Poll `check` until it is true; TimeoutError naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.1)
+    poll_until(what, check, timeout_s, poll_s=0.1)
 
 
 @dataclass
@@ -144,7 +128,7 @@ class SlurmCluster:
 
 
 def _write_config(base: Path, nodes: tuple[str, ...]) -> None:
-    ctld, *ports = _free_ports(len(nodes) + 1)
+    ctld, *ports = free_ports(len(nodes) + 1)
     for d in ("etc", "state", "log", "run", "dev", "munge", *(f"spool/{n}" for n in nodes)):
         (base / d).mkdir(parents=True, exist_ok=True)
     hosts = f"gpu-[1-{len(nodes)}]"
