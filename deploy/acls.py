@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from schemas.topics import SPECS, TOPICS, TopicNames
+from schemas.topics import SPECS, TOPICS, Topic, TopicNames
 
 
 class Resource(enum.IntEnum):
@@ -64,10 +64,10 @@ class Role:
 
 CLASSIFIER_APP_ID = "gpufailover-classifier"
 _INTERNAL = (
-    "failover.term-by-node",
-    "failover.node-evidence",
-    "failover.node-signals",
-    "failover.ticks",
+    Topic.TERM_BY_NODE,
+    Topic.NODE_EVIDENCE,
+    Topic.NODE_SIGNALS,
+    Topic.TICKS,
 )
 
 ROLES: tuple[Role, ...] = (
@@ -75,34 +75,34 @@ ROLES: tuple[Role, ...] = (
     Role(
         "agent",
         "GPU node agent",
-        reads=("nodes.validate",),
-        writes=("gpu.xid", "gpu.health", "nodes.validation-results"),
+        reads=(Topic.NODES_VALIDATE,),
+        writes=(Topic.GPU_XID, Topic.GPU_HEALTH, Topic.VALIDATION_RESULTS),
     ),
-    Role("scheduler", "scheduler hooks (`gpufailover publish`)", writes=("jobs.events",)),
-    Role("telemetry", "training-script telemetry client", writes=("training.telemetry",)),
+    Role("scheduler", "scheduler hooks (`gpufailover publish`)", writes=(Topic.JOBS_EVENTS,)),
+    Role("telemetry", "training-script telemetry client", writes=(Topic.TRAINING_TELEMETRY,)),
     # Reads jobs.events once at start (no group) so that a restart sends nothing twice.
     Role(
         "k8s-events",
         "Kubernetes pod watcher (`gpufailover k8s-events`)",
-        reads=("jobs.events",),
-        writes=("jobs.events",),
+        reads=(Topic.JOBS_EVENTS,),
+        writes=(Topic.JOBS_EVENTS,),
     ),
     Role(
         "classifier",
         "stream processor (faust app and signal filter)",
         reads=(
-            "gpu.xid",
-            "gpu.health",
-            "jobs.events",
-            "training.telemetry",
-            "nodes.quarantine",
+            Topic.GPU_XID,
+            Topic.GPU_HEALTH,
+            Topic.JOBS_EVENTS,
+            Topic.TRAINING_TELEMETRY,
+            Topic.NODES_QUARANTINE,
             *_INTERNAL,
         ),
         writes=(
             *_INTERNAL,
-            "failover.quarantine-requests",
-            "failover.decisions",
-            "failover.alerts",
+            Topic.QUARANTINE_REQUESTS,
+            Topic.FAILOVER_DECISIONS,
+            Topic.FAILOVER_ALERTS,
         ),
         groups=(CLASSIFIER_APP_ID,),  # its faust group and `<app id>-signals`
         owns_topic_prefix=f"{CLASSIFIER_APP_ID}-",
@@ -111,30 +111,35 @@ ROLES: tuple[Role, ...] = (
         "quarantine",
         "quarantine service (breaker, actuator)",
         reads=(
-            "failover.quarantine-requests",
-            "failover.decisions",
-            "failover.alerts",
-            "nodes.quarantine",
-            "operators.audit",
-            "nodes.validation-results",
+            Topic.QUARANTINE_REQUESTS,
+            Topic.FAILOVER_DECISIONS,
+            Topic.FAILOVER_ALERTS,
+            Topic.NODES_QUARANTINE,
+            Topic.OPERATORS_AUDIT,
+            Topic.VALIDATION_RESULTS,
         ),
-        writes=("nodes.quarantine", "failover.alerts", "nodes.validate"),
+        writes=(Topic.NODES_QUARANTINE, Topic.FAILOVER_ALERTS, Topic.NODES_VALIDATE),
         groups=("gpufailover-quarantine",),
         transactional_ids=("gpufailover-quarantine",),
     ),
     Role(
         "requeue",
         "requeue service",
-        reads=("failover.decisions", "nodes.quarantine", "jobs.events", "jobs.requeue"),
-        writes=("jobs.requeue",),
+        reads=(
+            Topic.FAILOVER_DECISIONS,
+            Topic.NODES_QUARANTINE,
+            Topic.JOBS_EVENTS,
+            Topic.JOBS_REQUEUE,
+        ),
+        writes=(Topic.JOBS_REQUEUE,),
         groups=("gpufailover-requeue",),
         transactional_ids=("gpufailover-requeue",),
     ),
     Role(
         "job-status",
         "job status service",
-        reads=("jobs.events", "failover.decisions", "jobs.status"),
-        writes=("jobs.status", "failover.alerts"),
+        reads=(Topic.JOBS_EVENTS, Topic.FAILOVER_DECISIONS, Topic.JOBS_STATUS),
+        writes=(Topic.JOBS_STATUS, Topic.FAILOVER_ALERTS),
         groups=("gpufailover-job-status",),
         transactional_ids=("gpufailover-job-status",),
     ),
@@ -149,21 +154,21 @@ ROLES: tuple[Role, ...] = (
         "`explain`, `export`",
         # explain and export read what the pipeline read and wrote (no consumer group)
         reads=(
-            "nodes.quarantine",
-            "jobs.status",
-            "operators.audit",
-            "failover.alerts",
-            "jobs.events",
-            "failover.decisions",
-            "jobs.requeue",
-            "gpu.xid",
-            "gpu.health",
-            "training.telemetry",
-            "failover.quarantine-requests",
+            Topic.NODES_QUARANTINE,
+            Topic.JOBS_STATUS,
+            Topic.OPERATORS_AUDIT,
+            Topic.FAILOVER_ALERTS,
+            Topic.JOBS_EVENTS,
+            Topic.FAILOVER_DECISIONS,
+            Topic.JOBS_REQUEUE,
+            Topic.GPU_XID,
+            Topic.GPU_HEALTH,
+            Topic.TRAINING_TELEMETRY,
+            Topic.QUARANTINE_REQUESTS,
         ),
         # A release goes to nodes.quarantine and operators.audit in one transaction; a
         # breaker reset is an operators.audit record, which only this role may write.
-        writes=("nodes.quarantine", "operators.audit"),
+        writes=(Topic.NODES_QUARANTINE, Topic.OPERATORS_AUDIT),
         transactional_ids=("gpufailover-operator",),
     ),
 )

@@ -33,14 +33,14 @@ from producers.validation import AUTO, Outcome, resolve, validate
 from schemas.codec import dumps, loads
 from schemas.errors import SchemaError
 from schemas.quarantine import KIND_REPAIR, KIND_RESULT, ValidationRequest, ValidationResult
-from schemas.topics import TopicNames
+from schemas.topics import Topic, TopicNames
 
 log = logging.getLogger(__name__)
 
 _E = "GPUFAILOVER_AGENT_"
 SYNC_TIMEOUT_S = 60.0
 GATE_RETRY = Backoff(first_ms=1_000, max_ms=60_000)  # before following nodes.validate again
-RESULTS_LOGICAL = "nodes.validation-results"
+RESULTS_LOGICAL = Topic.VALIDATION_RESULTS
 
 Publish = Callable[[Outgoing], object]  # the agent publisher's accept: spooled, then sent
 Runner = Callable[[ValidationRequest], Awaitable[Outcome]]

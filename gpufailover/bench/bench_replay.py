@@ -25,6 +25,7 @@ from pathlib import Path
 
 import orjson
 
+from schemas.topics import Topic
 from streams.policy import load_policy
 from streams.replay import Replayer
 
@@ -69,7 +70,7 @@ def generate(path: Path, n: int, seed: int = SEED) -> None:
                 reason = rng.choice(REASONS)
                 if reason is not None:
                     value["reason"] = reason
-                rec = {"topic": "jobs.events", "key": value["job_id"], "value": value}
+                rec = {"topic": Topic.JOBS_EVENTS, "key": value["job_id"], "value": value}
                 next_nodes = rng.sample(NODES, NODES_PER_JOB)
             elif phase == 998 and rng.random() < HW_CAUSED_SHARE:
                 node = rng.choice(next_nodes)
@@ -86,7 +87,7 @@ def generate(path: Path, n: int, seed: int = SEED) -> None:
                     "severity": "info",
                     "metrics": {"temp_c": rng.randrange(40, 85), "power_w": rng.randrange(90, 700)},
                 }
-                rec = {"topic": "gpu.health", "key": node, "value": value}
+                rec = {"topic": Topic.GPU_HEALTH, "key": node, "value": value}
             out.write(orjson.dumps(rec))
             out.write(b"\n")
 
@@ -100,7 +101,7 @@ def _xid(rng: random.Random, node: str, code: int, ts: int) -> dict[str, object]
         "source": "nvml",
         "message": f"NVRM: Xid (PCI:0000:3b:00): {code}, pid=4242, simulated",
     }
-    return {"topic": "gpu.xid", "key": node, "value": value}
+    return {"topic": Topic.GPU_XID, "key": node, "value": value}
 
 
 def _lines(path: Path) -> Iterator[bytes]:

@@ -65,7 +65,7 @@ from gpufailover.bench.harness import (
 )
 from gpufailover.bench.service import Service
 from gpufailover.bench.workload import Preloaded, node_evidence, preloaded, termination, xid
-from schemas.topics import TopicNames
+from schemas.topics import Topic, TopicNames
 
 GRACE_S = 2  # the short grace of the latency and flood runs (non-hardware decisions wait it)
 PROBE_NODES = 4  # nodes per probe job
@@ -331,7 +331,7 @@ async def scenario_throughput(ctx: Context) -> None:
     names = await env.topic_set(sc)
     n, secs = await load(env, names, data)
     ctx.row(sc, "records pre-loaded", n, note=f"load {n / secs:,.0f} rec/s (bulk producer)")
-    total = sum(data.counts[t] for t in ("gpu.xid", "gpu.health", "jobs.events"))
+    total = sum(data.counts[t] for t in (Topic.GPU_XID, Topic.GPU_HEALTH, Topic.JOBS_EVENTS))
     env.log("bare aiokafka consumer: read only, then read + orjson.loads")
     n_raw, s_raw = await bare_read(env, names, total, decode=False)
     n_dec, s_dec = await bare_read(env, names, total, decode=True)

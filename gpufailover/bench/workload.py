@@ -13,7 +13,7 @@ import orjson
 
 from gpufailover.bench.bench_replay import CONDITIONS, GPUS_PER_NODE, XIDS, generate
 from gpufailover.bench.harness import Record, now_ms
-from schemas.topics import TopicNames
+from schemas.topics import Topic, TopicNames
 from streams.policy import load_policy
 from streams.replay import Replayer
 
@@ -148,14 +148,14 @@ def preloaded(path: Path, n: int, partitions: int, seed: int) -> Preloaded:
     close_ts = last_ts + policy.lookback_ms + policy.grace_ms + 60_000
     for p in range(partitions):
         value = orjson.dumps(health(f"bench-close-{p}", "ok", close_ts))
-        records.append(("gpu.health", f"bench-close-{p}".encode(), value, p))
-    counts["gpu.health"] = counts.get("gpu.health", 0) + partitions
+        records.append((Topic.GPU_HEALTH, f"bench-close-{p}".encode(), value, p))
+    counts[Topic.GPU_HEALTH] = counts.get(Topic.GPU_HEALTH, 0) + partitions
     replayer = Replayer(policy)
     decisions: dict[tuple[str, int], tuple[str, str]] = {}
     with path.open("rb") as f:
         for out in replayer.run(f):
             rec = orjson.loads(out)
-            if rec["topic"] == "failover.decisions":
+            if rec["topic"] == Topic.FAILOVER_DECISIONS:
                 v = rec["value"]
                 decisions[(v["job_id"], v["attempt"])] = (v["verdict"], v["action"])
     return Preloaded(records, counts, decisions)

@@ -19,7 +19,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "topics",
         help="create or list the pipeline's Kafka topics",
-        description="Topics are declared once in deploy/topics.py.",
+        description="Topics are declared once in schemas/topics.py (docs/topics.md).",
     )
     actions = parser.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create missing topics (idempotent)")
