@@ -38,7 +38,7 @@ from schemas.audit import OperatorCommand
 from schemas.dead_letter import KIND as DEAD_LETTER_KIND
 from schemas.dead_letter import DeadLetter
 from schemas.decisions import Evidence
-from schemas.engine import QuarantineRequest, SignalPack
+from schemas.engine import NodeTermination, QuarantineRequest, SignalPack
 from schemas.quarantine import QuarantineRecord
 from schemas.registry import VALUE_TYPES
 from schemas.status import JobStatus, Step
@@ -186,8 +186,6 @@ def _quarantine_request(defs: Defs) -> dict[str, Any]:
 
 def _signal_pack(defs: Defs) -> dict[str, Any]:
     """Each signal is `{"evidence": ...}` or `{"termination": ...}`."""
-    from schemas.engine import NodeTermination
-
     items = {
         "oneOf": [
             _keyed("evidence", defs.ref(Evidence)),
