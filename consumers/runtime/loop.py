@@ -23,6 +23,7 @@ from consumers.runtime.metrics import LoopMetrics
 from consumers.runtime.records import InRecord, Output, dead_letter, owned_elsewhere
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
+from gpufailover.offsets import PartitionProbe
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.dead_letter import COMPONENTS as DEAD_LETTER_COMPONENTS
 from schemas.errors import SchemaError
@@ -229,29 +230,16 @@ class TransactionalLoop:
         return True
 
     async def _report_lag(self, consumer: Any) -> frozenset[tuple[str, int]]:
-        """Lag of each assigned partition: its last stable offset (read_committed: transaction
-        markers are not records) minus the next offset to consume, as of the last fetch.
-        Returns the partitions read to that end."""
-        from aiokafka.errors import IllegalStateError
-
-        ready: set[tuple[str, int]] = set()
-        for tp in consumer.assignment():
-            end = consumer.last_stable_offset(tp)
-            if end is None:
-                end = consumer.highwater(tp)
-            if end is None:
-                continue  # nothing fetched yet
-            try:
-                position = await consumer.position(tp)
-            except IllegalStateError:
-                log.debug("%s revoked while reporting lag", tp)
-                continue
-            self._metrics.lag.labels(
-                topic=self._logical(tp.topic), partition=str(tp.partition)
-            ).set(max(0, end - position))
-            if position >= end:
-                ready.add((tp.topic, tp.partition))
-        return frozenset(ready)
+        """Lag of each assigned partition (`gpufailover.offsets`: its last stable offset minus
+        the next offset to consume, as of the last fetch). Returns the partitions read to that
+        end."""
+        probe = PartitionProbe()
+        await probe.refresh(consumer, consumer.assignment())
+        for topic, partition, behind in probe.lags():
+            self._metrics.lag.labels(topic=self._logical(topic), partition=str(partition)).set(
+                behind
+            )
+        return probe.read_to_end()
 
     async def _publish(self, outputs: list[Output], offsets: dict[Any, int]) -> list[Ack]:
         futures = []
