@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust.exceptions
@@ -74,31 +75,25 @@ class Outputs:
         return cast("Awaitable[Any]", delivered)
 
 
+@dataclass
 class AgentDriver:
     """Drives one agent's stream through `glue`, whose table changes `tables` hold until
     the outputs of the record are acknowledged."""
 
-    def __init__(
-        self,
-        agent: str,
-        glue: NodeGlue | JobGlue,
-        tables: Sequence[WriteBack[Any]],
-        outputs: Outputs,
-        progress: AgentProgress,
-        metrics: ClassifierMetrics,
-        names: TopicNames,
-        label: TopicLabels,
-        inputs: Iterable[str],
-    ) -> None:
-        self.agent = agent
-        self.glue = glue
-        self.tables = tables
-        self.outputs = outputs
-        self.progress = progress
-        self.metrics = metrics
-        self.names = names
-        self.label = label
-        self.dlqs = frozenset(names.dlq(real) for real in inputs if names.spec(real).dlq)
+    agent: str  # "node" or "job": the metrics' label, the dead letters' component
+    glue: NodeGlue | JobGlue
+    tables: Sequence[WriteBack[Any]]
+    inputs: Iterable[str]
+    outputs: Outputs
+    progress: AgentProgress
+    metrics: ClassifierMetrics
+    names: TopicNames
+    label: TopicLabels
+    dlqs: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        names = self.names
+        self.dlqs = frozenset(names.dlq(real) for real in self.inputs if names.spec(real).dlq)
 
     async def run(self, stream: Any) -> None:
         async for event in stream.events():

@@ -121,12 +121,9 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         lagging=progress.lagging,
         bounds=bounds,
     )
-    node_driver = AgentDriver(
-        "node", node_glue, node_tables, outputs, progress, metrics, names, label, node_inputs
-    )
-    job_driver = AgentDriver(
-        "job", job_glue, job_tables, outputs, progress, metrics, names, label, job_inputs
-    )
+    shared = (outputs, progress, metrics, names, label)
+    node_driver = AgentDriver("node", node_glue, node_tables, node_inputs, *shared)
+    job_driver = AgentDriver("job", job_glue, job_tables, job_inputs, *shared)
 
     app.on_partitions_revoked.connect(cast(Any, forget_revoked(node_glue, job_glue)))
 
