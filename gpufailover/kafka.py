@@ -12,7 +12,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from gpufailover.cli_errors import NotAuthorized, TopicsMissing
+from gpufailover.errors import NotAuthorized, TopicsMissing
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 
 _TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's error code in a metadata answer

@@ -5,7 +5,7 @@ decisions, requeues and alerts; the signals and quarantine records of its nodes)
 per attempt, the decision with the evidence it counted, and the signals of its nodes that were
 seen but did not count, each with the reason (the same rules as `streams/engine/`: ignored class,
 outside the window, before the node's release, after the decision time, previous tenant). The
-Kafka reading (`gpufailover/explain_cli.py`) and the rendering (`streams/explain_render.py`) are
+Kafka reading (`gpufailover/cli/explain.py`) and the rendering (`streams/explain_render.py`) are
 apart, so the same function explains a live cluster and a replayed dump.
 """
 

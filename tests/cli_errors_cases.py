@@ -1,5 +1,5 @@
 """Every `gpufailover` command that talks to Kafka, as a newcomer would type it, and a runner
-that checks a failure is one line with the documented exit code (gpufailover.cli_errors)."""
+that checks a failure is one line with the documented exit code (gpufailover.cli.errors)."""
 
 from __future__ import annotations
 

@@ -4,10 +4,10 @@ import argparse
 import logging
 import sys
 
-from consumers.jobstatus.config import add_arguments
-from consumers.status_cli import cmd_run
+from consumers.jobstatus.app import serve
+from consumers.jobstatus.config import JobStatusSettings, add_arguments
 
 parser = argparse.ArgumentParser(prog="python -m consumers.jobstatus")
 add_arguments(parser)
 logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-sys.exit(cmd_run(parser.parse_args()))
+sys.exit(serve(JobStatusSettings.from_env_and_args(parser.parse_args())))

@@ -73,3 +73,14 @@ async def run_job_status(
             security=common.security,
         )
         await TransactionalLoop(loop_cfg, processor, metrics.loop).run(stop)
+
+
+def serve(settings: JobStatusSettings) -> int:
+    """Run the service in this process until SIGINT/SIGTERM (the CLI's and `python -m`'s entry)."""
+    from consumers.runtime.service import run_standalone
+
+    async def main(stop: asyncio.Event, registry: CollectorRegistry) -> None:
+        await run_job_status(settings, stop, registry=registry)
+
+    common = settings.common
+    return run_standalone("job-status", main, common.metrics_port, common.metrics_host)

@@ -1,5 +1,5 @@
 """The quarantine service: keeps `nodes.quarantine` (compacted, key node) current.
 
 Public API: `run_quarantine(settings, stop)` (in `consumers.quarantine.app`) and
-`QuarantineSettings` (in `consumers.quarantine.config`); commands in `consumers.quarantine_cli`.
+`QuarantineSettings` (in `consumers.quarantine.config`); commands in `gpufailover.cli.quarantine`.
 """

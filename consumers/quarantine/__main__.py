@@ -4,10 +4,10 @@ import argparse
 import logging
 import sys
 
-from consumers.quarantine.config import add_arguments
-from consumers.quarantine_cli import cmd_run
+from consumers.quarantine.app import serve
+from consumers.quarantine.config import QuarantineSettings, add_arguments
 
 parser = argparse.ArgumentParser(prog="python -m consumers.quarantine")
 add_arguments(parser)
 logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-sys.exit(cmd_run(parser.parse_args()))
+sys.exit(serve(QuarantineSettings.from_env_and_args(parser.parse_args())))

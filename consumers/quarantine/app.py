@@ -169,3 +169,14 @@ async def restore_breaker(
         except SchemaError as exc:
             log.warning("breaker state at %s unreadable, looking further back: %s", rec.where, exc)
     return BreakerState()
+
+
+def serve(settings: QuarantineSettings) -> int:
+    """Run the service in this process until SIGINT/SIGTERM (the CLI's and `python -m`'s entry)."""
+    from consumers.runtime.service import run_standalone
+
+    async def main(stop: asyncio.Event, registry: CollectorRegistry) -> None:
+        await run_quarantine(settings, stop, registry=registry)
+
+    common = settings.common
+    return run_standalone("quarantine", main, common.metrics_port, common.metrics_host)

@@ -18,7 +18,7 @@ from consumers.quarantine.table import QUARANTINED, RELEASED
 from consumers.runtime.oneshot import publish, publish_atomically, read_key
 from consumers.runtime.records import now_ms
 from deploy.topics import TopicNames
-from gpufailover.cli_errors import EXIT_WRONG_STATE
+from gpufailover.errors import EXIT_WRONG_STATE
 from gpufailover.security import PLAINTEXT, KafkaSecurity, operator_identity
 from schemas.audit import BREAKER_RESET, RELEASE, VALIDATE, OperatorCommand
 from schemas.codec import dumps, loads

@@ -4,10 +4,10 @@ import argparse
 import logging
 import sys
 
-from consumers.requeue.config import add_arguments
-from consumers.requeue_cli import cmd_run
+from consumers.requeue.app import serve
+from consumers.requeue.config import RequeueSettings, add_arguments
 
 parser = argparse.ArgumentParser(prog="python -m consumers.requeue")
 add_arguments(parser)
 logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-sys.exit(cmd_run(parser.parse_args()))
+sys.exit(serve(RequeueSettings.from_env_and_args(parser.parse_args())))

@@ -142,3 +142,14 @@ async def _kubernetes_stage(
         settings.backoff,
         security=common.security,
     )
+
+
+def serve(settings: RequeueSettings) -> int:
+    """Run the service in this process until SIGINT/SIGTERM (the CLI's and `python -m`'s entry)."""
+    from consumers.runtime.service import run_standalone
+
+    async def main(stop: asyncio.Event, registry: CollectorRegistry) -> None:
+        await run_requeue(settings, stop, registry=registry)
+
+    common = settings.common
+    return run_standalone("requeue", main, common.metrics_port, common.metrics_host)

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -16,6 +13,8 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from gpufailover.bench.service import Service, free_port
 
 
 @dataclass(frozen=True)
@@ -107,67 +106,6 @@ async def cli(
     out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Service:
-    """A `gpufailover <command>` child process with its log in a file."""
-
-    def __init__(self, args: Sequence[str], log_path: Path, env: dict[str, str]) -> None:
-        self.args = list(args)
-        self.log_path = log_path
-        self.env = {**os.environ, **env}
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Service:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gpufailover", *self.args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-            )
-        return self
-
-    def stop(self, timeout_s: float = 30.0) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise AssertionError(
-                    f"{self.args[0]} ignored SIGTERM:\n{self.log_tail()}"
-                ) from None
-        return self.proc.returncode
-
-    async def wait_for_log(self, text: str, timeout_s: float = 60.0) -> None:
-        """Poll the service's log until it contains `text` (e.g. faust's "Worker ready")."""
-        deadline = time.monotonic() + timeout_s
-        while text not in (
-            self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        ):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {text!r} in {timeout_s}s:\n{self.log_tail()}")
-            await asyncio.sleep(0.1)  # polling a file with a deadline, not a fixed wait
-
-    def log_tail(self, lines: int = 40) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def __enter__(self) -> Service:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def classifier(

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufailover.bench_cli import SCENARIOS
-from tests.bench.harness import Row
-from tests.bench.pipeline import RUNNERS, run
+from gpufailover.bench.harness import Row
+from gpufailover.bench.pipeline import RUNNERS, run
+from gpufailover.cli.bench import SCENARIOS
 
 
 def _value(rows: list[Row], scenario: str, metric: str) -> float | int | str | None:

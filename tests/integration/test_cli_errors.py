@@ -13,7 +13,7 @@ import pytest
 
 from consumers.quarantine.commands import current_state
 from deploy.topics import TopicNames
-from gpufailover.cli_errors import EXIT_TOPICS_MISSING, EXIT_WRONG_STATE
+from gpufailover.errors import EXIT_TOPICS_MISSING, EXIT_WRONG_STATE
 from tests.cli_errors_cases import KAFKA_COMMANDS, PUBLISH_TIMEOUT_S, one_line, run_cli
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,7 @@ from consumers.runtime.oneshot import partitions_of, read_to_end
 from consumers.runtime.records import dead_letter_topic
 from deploy.topics import TopicNames
 from gpufailover.cli import main as cli_main
-from gpufailover.cli_errors import EXIT_WRONG_STATE
+from gpufailover.errors import EXIT_WRONG_STATE
 from gpufailover.kafka import make_consumer
 from schemas.bounds import TS_FLOOR_MS
 from schemas.dead_letter import DeadLetter

@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from deploy.acls import all_bindings
-from deploy.acls_cli import apply_acls
 from deploy.broker import Broker, running_broker
 from deploy.topics import TopicNames, create_topics
+from gpufailover.cli.acls import apply_acls
 from gpufailover.kafka import make_consumer, make_producer
 from gpufailover.security import KafkaSecurity
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from deploy.broker import Broker
 from deploy.broker_secure import ADMIN
-from gpufailover.cli_errors import EXIT_NOT_AUTHORIZED
+from gpufailover.errors import EXIT_NOT_AUTHORIZED
 from tests.integration.secure.conftest import cli_as, role_env
 
 

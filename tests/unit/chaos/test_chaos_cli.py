@@ -8,8 +8,8 @@ import pytest
 
 from gpufailover.chaos.faults import KINDS
 from gpufailover.chaos.run import ChaosSettings
-from gpufailover.chaos_cli import settings_from_args
 from gpufailover.cli import build_parser
+from gpufailover.cli.chaos import settings_from_args
 
 
 def settings(*argv: str) -> ChaosSettings:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from aiokafka.errors import ClusterAuthorizationFailedError, PolicyViolationError, SecurityDisabled
 
 from deploy.acls import all_bindings
-from deploy.acls_cli import AclError, _refused
-from gpufailover.cli_errors import EXIT_NOT_AUTHORIZED, EXIT_WRONG_STATE, explain
+from gpufailover.cli.acls import AclError, _refused
+from gpufailover.cli.errors import explain
+from gpufailover.errors import EXIT_NOT_AUTHORIZED, EXIT_WRONG_STATE
 
 BINDING = all_bindings()[0]
 

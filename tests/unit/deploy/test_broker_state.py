@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy import broker_cli
+from gpufailover.cli import broker as broker_cli
 from deploy.broker import Broker, BrokerError, PortInUseError, running_bootstrap
 from deploy.broker_config import BrokerFiles, BrokerPorts, write_config
 from deploy.broker_state import (

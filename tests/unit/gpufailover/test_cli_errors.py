@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufailover.cli_errors import (
+from gpufailover.cli.errors import explain
+from gpufailover.errors import (
     EXIT_BROKER_UNREACHABLE,
     EXIT_NOT_AUTHORIZED,
     EXIT_TOPICS_MISSING,
     TopicsMissing,
-    explain,
 )
 from tests.cli_errors_cases import KAFKA_COMMANDS, PUBLISH_TIMEOUT_S, one_line, run_cli
 

@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from gpufailover import cli
-from gpufailover.extras import EXIT_MISSING_EXTRA, hint_for
+from gpufailover.cli.extras import EXIT_MISSING_EXTRA, hint_for
 
 ROOT = Path(__file__).resolve().parents[3]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -32,7 +32,7 @@ PROJECT_PACKAGES = frozenset(
     p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
 )
 # What a GPU node runs: the two commands and the telemetry client (imported by training code).
-LIGHT_ENTRY_MODULES = ("producers.agent_cli", "producers.publish_cli", "producers.telemetry")
+LIGHT_ENTRY_MODULES = ("gpufailover.cli.agent", "gpufailover.cli.publish", "producers.telemetry")
 # Lazy imports on the light paths that only pipeline code reaches, each with why.
 PIPELINE_ONLY_IMPORTS = {
     # KafkaSecurity.faust_credentials(): called by the classifier only

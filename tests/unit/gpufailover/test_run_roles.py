@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufailover.run_cli import service_env
+from gpufailover.cli.run import service_env
 
 SHARED = {
     "GPUFAILOVER_SECURITY_PROTOCOL": "SASL_SSL",

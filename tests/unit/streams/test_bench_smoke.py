@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_replay.py"
-
-
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpufailover_bench_replay", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from gpufailover.bench import bench_replay
 
 
 def test_bench_generator_is_deterministic_and_mixed(tmp_path: Path) -> None:
-    bench = load_bench()
+    bench = bench_replay
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     bench.generate(a, 5000)
     bench.generate(b, 5000)
@@ -31,7 +21,7 @@ def test_bench_generator_is_deterministic_and_mixed(tmp_path: Path) -> None:
 
 
 def test_bench_runs_and_reports_rates(capsys: pytest.CaptureFixture[str]) -> None:
-    assert load_bench().main(["--records", "3000"]) == 0
+    assert bench_replay.main(["--records", "3000"]) == 0
     out = capsys.readouterr().out
     assert "orjson parse only:" in out
     assert "full replay:" in out

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from deploy.topics import TopicNames
+from gpufailover.cli.replay import parse_now
 from schemas import bounds as b
 from schemas.dead_letter import DeadLetter
 from schemas.decisions import Evidence
@@ -21,7 +22,6 @@ from streams.glue import NodeGlue
 from streams.job_glue import JobGlue
 from streams.policy import load_policy
 from streams.replay import MAX_LINE_BYTES, Replayer
-from streams.replay_cli import parse_now
 from streams.signal_filter import InputRecord, SignalFilter
 
 NAMES = TopicNames("")

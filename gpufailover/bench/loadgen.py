@@ -19,8 +19,8 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from deploy.topics import TopicNames
-from tests.bench.harness import BulkProducer
-from tests.bench.workload import Noise, flood
+from gpufailover.bench.harness import BulkProducer
+from gpufailover.bench.workload import Noise, flood
 
 TICK_S = 0.01
 

@@ -27,7 +27,7 @@ from aiokafka.partitioner import murmur2
 
 from deploy.kafka_admin import admin_client
 from deploy.topics import TopicNames, create_topics
-from tests.integration.kafka_io import Service, free_port
+from gpufailover.bench.service import Service, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 APP_ID = "gpufailover-classifier"
@@ -549,7 +549,7 @@ def table(rows: Sequence[Row]) -> str:
 
 
 def subprocess_env() -> dict[str, str]:
-    """The environment for helper processes that import `tests.bench` (the repository root on
+    """The environment for helper processes that import `gpufailover.bench` (the repository root on
     the path)."""
     path = os.environ.get("PYTHONPATH", "")
     return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{path}" if path else str(REPO)}

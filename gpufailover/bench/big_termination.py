@@ -1,7 +1,7 @@
 """What one termination on N nodes costs the classifier's state: bytes each table would put on
 its changelog, and the glue's CPU time, through the real glue with in-memory tables (issue 12).
 
-    PYTHONPATH=. python tests/bench/big_termination.py 4000
+    python -m gpufailover.bench.big_termination 4000
 
 The termination fans out to N nodes of one partition; the node agent answers each, then its
 watermark passes the termination and the end of the grace; the job agent reads every report.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
 from consumers.requeue.config import add_arguments
@@ -20,14 +19,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from consumers.requeue.app import run_requeue
+    from consumers.requeue.app import serve
     from consumers.requeue.config import RequeueSettings
-    from consumers.runtime.service import run_standalone
 
-    settings = RequeueSettings.from_env_and_args(args)
-
-    async def main(stop: asyncio.Event, registry: Any) -> None:
-        await run_requeue(settings, stop, registry=registry)
-
-    common = settings.common
-    return run_standalone("requeue", main, common.metrics_port, common.metrics_host)
+    return serve(RequeueSettings.from_env_and_args(args))

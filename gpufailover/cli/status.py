@@ -6,9 +6,9 @@ import argparse
 import asyncio
 from typing import Any
 
-from consumers.cli_common import add_target_arguments, target, target_security
 from consumers.jobstatus.config import add_arguments
-from gpufailover.cli_errors import NotFound
+from gpufailover.cli.target import add_target_arguments, target, target_security
+from gpufailover.errors import NotFound
 
 
 def register(subparsers: Any) -> None:
@@ -46,14 +46,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from consumers.jobstatus.app import run_job_status
+    from consumers.jobstatus.app import serve
     from consumers.jobstatus.config import JobStatusSettings
-    from consumers.runtime.service import run_standalone
 
-    settings = JobStatusSettings.from_env_and_args(args)
-
-    async def main(stop: asyncio.Event, registry: Any) -> None:
-        await run_job_status(settings, stop, registry=registry)
-
-    common = settings.common
-    return run_standalone("job-status", main, common.metrics_port, common.metrics_host)
+    return serve(JobStatusSettings.from_env_and_args(args))

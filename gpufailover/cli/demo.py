@@ -175,7 +175,7 @@ def stop_pipeline(proc: subprocess.Popen[bytes]) -> int | None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from gpufailover.extras import require_pipeline
+    from gpufailover.cli.extras import require_pipeline
     from producers.sim.config import SimConfig
 
     require_pipeline()  # before a broker starts: the classifier needs faust
@@ -188,7 +188,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
 
     if args.scheduler == "slurm":
-        from gpufailover.demo_slurm import check_slurm
+        from gpufailover.cli.demo_slurm import check_slurm
 
         problem = check_slurm(args)
         if problem is not None:
@@ -218,7 +218,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print("starting a local Kafka broker ...", flush=True)
             bootstrap = stack.enter_context(running_broker()).bootstrap
         if args.scheduler == "slurm":
-            from gpufailover.demo_slurm import run_on_slurm
+            from gpufailover.cli.demo_slurm import run_on_slurm
 
             return run_on_slurm(args, bootstrap)
         return _with_broker(args, cfg, bootstrap)

@@ -8,9 +8,9 @@ import asyncio
 import sys
 from typing import Any
 
-from consumers.cli_common import add_target_arguments, target, target_security
 from gpufailover import settings as env
-from gpufailover.cli_errors import UsageError
+from gpufailover.cli.target import add_target_arguments, target, target_security
+from gpufailover.errors import UsageError
 
 
 def register(subparsers: Any) -> None:

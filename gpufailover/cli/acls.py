@@ -14,7 +14,8 @@ from typing import Any
 
 from deploy.acls import ALLOW, ROLE_NAMES, AclBinding, all_bindings
 from deploy.kafka_admin import admin_client
-from gpufailover.cli_errors import NotAuthorized, WrongState, quiet_kafka_client_logs
+from gpufailover.cli.errors import quiet_kafka_client_logs
+from gpufailover.errors import NotAuthorized, WrongState
 from gpufailover.security import KafkaSecurity, add_security_arguments
 from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap, env_str
 

@@ -11,10 +11,10 @@ Scenarios (each on a fresh topic set, the classifier as a `gpufailover classifie
               and probe jobs: lag peak, catch-up time, probe latencies, RSS before/after
   memory      classifier RSS with 100,000 nodes' evidence in its tables
   scaleout    throughput's data with 2 workers in one consumer group: decisions and rate
-  replay      tests/bench/bench_replay.py: replay engine vs orjson parse-only
+  replay      gpufailover/bench/bench_replay.py: replay engine vs orjson parse-only
 
 Prints one table; `--json FILE` also writes the rows. `--profile DIR` attaches py-spy to the
-classifier during each scenario (raw collapsed stacks; summarise with tests/bench/profile.py).
+classifier during each scenario (raw collapsed stacks; summarise with gpufailover/bench/profile.py).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from deploy.topics import TopicNames
-from tests.bench import bench_replay
-from tests.bench.harness import (
+from gpufailover.bench import bench_replay
+from gpufailover.bench.harness import (
     APP_ID,
     REPO,
     BulkProducer,
@@ -64,8 +64,8 @@ from tests.bench.harness import (
     subprocess_env,
     table,
 )
-from tests.bench.workload import Preloaded, node_evidence, preloaded, termination, xid
-from tests.integration.kafka_io import Service
+from gpufailover.bench.service import Service
+from gpufailover.bench.workload import Preloaded, node_evidence, preloaded, termination, xid
 
 SCENARIOS = ("throughput", "latency", "flood", "memory", "scaleout", "replay")
 GRACE_S = 2  # the short grace of the latency and flood runs (non-hardware decisions wait it)
@@ -234,9 +234,10 @@ async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> tu
 
 
 async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> float:
-    """records/s of tests/bench/faust_noop.py (a faust agent doing nothing) over the inputs."""
+    """records/s of gpufailover/bench/faust_noop.py (a faust agent doing nothing) over the
+    inputs."""
     args = [
-        sys.executable, "-m", "tests.bench.faust_noop", "--bootstrap", env.bootstrap,
+        sys.executable, "-m", "gpufailover.bench.faust_noop", "--bootstrap", env.bootstrap,
         "--prefix", names.prefix, "--partitions", str(env.partitions),
         "--total", str(total), "--mode", mode,
     ]  # fmt: skip
@@ -526,11 +527,11 @@ def latency_rows(
 
 
 class LoadGen:
-    """tests/bench/loadgen.py as a process (noise at a rate; a flood on request)."""
+    """gpufailover/bench/loadgen.py as a process (noise at a rate; a flood on request)."""
 
     def __init__(self, env: Env, names: TopicNames, rate: float, flood: int = 0, wave: int = 0):
         self.args = [
-            sys.executable, "-m", "tests.bench.loadgen",
+            sys.executable, "-m", "gpufailover.bench.loadgen",
             "--bootstrap", env.bootstrap, "--prefix", names.prefix,
             "--partitions", str(env.partitions), "--rate", str(rate),
             "--flood-count", str(flood), "--wave-nodes", str(wave),
@@ -939,7 +940,7 @@ async def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gpufailover.bench_cli import add_arguments
+    from gpufailover.cli.bench import add_arguments
 
     p = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     add_arguments(p)

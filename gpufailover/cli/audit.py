@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from consumers.cli_common import add_target_arguments, target, target_security
+from gpufailover.cli.target import add_target_arguments, target, target_security
 
 
 def register(subparsers: Any) -> None:

@@ -15,7 +15,7 @@ from streams.policy import Policy, PolicyError, load_policy
 from streams.replay import Replayer
 
 # `replay --compare`: some decision changed. Replay never contacts a broker, so this cannot be
-# read as gpufailover.cli_errors' "broker unreachable" (also 3); docs/cli.md says so.
+# read as gpufailover.cli.errors' "broker unreachable" (also 3); docs/cli.md says so.
 EXIT_DECISIONS_CHANGED = 3
 
 

@@ -161,7 +161,7 @@ def settings_from_args(args: argparse.Namespace) -> ChaosSettings:
 
 def run(args: argparse.Namespace) -> int:
     from gpufailover.chaos.run import run as run_chaos
-    from gpufailover.extras import require_pipeline
+    from gpufailover.cli.extras import require_pipeline
 
     require_pipeline()  # before a broker starts: the classifier workers need faust
 

@@ -1,25 +1,22 @@
-"""`gpufailover bench`: the pipeline benchmarks on a real broker (a source checkout's tests/bench).
+"""`gpufailover bench`: the pipeline benchmarks on a real broker.
 
-The harness lives in tests/bench/pipeline.py (it reuses the integration tests' helpers); this
-module only parses the command line and imports it, so `gpufailover --help` stays light.
+The harness is the `gpufailover.bench` package; this module only parses the command line and
+imports it when the command runs, so `gpufailover --help` stays light.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
 from pathlib import Path
 from typing import Any
 
 SCENARIOS = ("throughput", "latency", "flood", "memory", "scaleout", "replay")
-REPO = Path(__file__).resolve().parents[1]
 
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "bench",
-        help="benchmark the pipeline on a real broker and print a table (source checkout only)",
+        help="benchmark the pipeline on a real broker and print a table",
         description=(
             "Throughput (vs a bare aiokafka consumer), decision latency under load, XID floods, "
             "memory at 100k nodes, 1 vs 2 workers, and the replay engine, measured side by side "
@@ -80,11 +77,7 @@ def _worker_counts(text: str) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not (REPO / "tests" / "bench" / "pipeline.py").exists():
-        print("gpufailover bench: needs a source checkout (tests/bench/)", file=sys.stderr)
-        return 2
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    pipeline = importlib.import_module("tests.bench.pipeline")
+    from gpufailover.bench import pipeline
+
     code: int = pipeline.run_from_args(args)
     return code

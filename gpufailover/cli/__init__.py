@@ -3,7 +3,7 @@
 Modules are listed by name and imported here, but each keeps heavy imports (faust, aiokafka,
 pynvml) inside its command functions so `gpufailover --help` and `replay` stay light.
 Commands raise on failure; `main` prints the one-line message and exit code that
-`gpufailover.cli_errors` assigns (its docstring is the table of exit codes).
+`gpufailover.cli.errors` assigns (its docstring is the table of exit codes).
 """
 
 from __future__ import annotations
@@ -19,25 +19,25 @@ from gpufailover import __version__
 
 # Each module exposes `register(subparsers) -> None`; its parsers set `func(args) -> int`.
 COMMAND_MODULES: tuple[str, ...] = (
-    "streams.replay_cli",  # replay
-    "deploy.broker_cli",  # broker start|stop|status
-    "deploy.topics_cli",  # topics create|list
-    "deploy.acls_cli",  # acls apply|show
-    "consumers.audit_cli",  # audit
-    "streams.classifier_cli",  # classifier
-    "gpufailover.run_cli",  # run
-    "consumers.quarantine_cli",  # quarantine, quarantine release|reset-breaker
-    "consumers.requeue_cli",  # requeue
-    "consumers.status_cli",  # status JOB
-    "producers.agent_cli",  # agent
-    "producers.publish_cli",  # publish started|terminated|...
-    "producers.k8s_events_cli",  # k8s-events
-    "gpufailover.demo_cli",  # demo
-    "gpufailover.bench_cli",
-    "gpufailover.chaos_cli",  # chaos
-    "gpufailover.explain_cli",  # explain JOB
-    "gpufailover.export_cli",  # export --since
-    "gpufailover.goodput_cli",  # goodput
+    "gpufailover.cli.replay",  # replay
+    "gpufailover.cli.broker",  # broker start|stop|status
+    "gpufailover.cli.topics",  # topics create|list
+    "gpufailover.cli.acls",  # acls apply|show
+    "gpufailover.cli.audit",  # audit
+    "gpufailover.cli.classifier",  # classifier
+    "gpufailover.cli.run",  # run
+    "gpufailover.cli.quarantine",  # quarantine, quarantine release|reset-breaker
+    "gpufailover.cli.requeue",  # requeue
+    "gpufailover.cli.status",  # status JOB
+    "gpufailover.cli.agent",  # agent
+    "gpufailover.cli.publish",  # publish started|terminated|...
+    "gpufailover.cli.k8s_events",  # k8s-events
+    "gpufailover.cli.demo",  # demo
+    "gpufailover.cli.bench",
+    "gpufailover.cli.chaos",  # chaos
+    "gpufailover.cli.explain",  # explain JOB
+    "gpufailover.cli.export",  # export --since
+    "gpufailover.cli.goodput",  # goodput
 )
 
 
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = func(args)
     except ModuleNotFoundError as exc:
-        from gpufailover.extras import EXIT_MISSING_EXTRA, hint_for
+        from gpufailover.cli.extras import EXIT_MISSING_EXTRA, hint_for
 
         hint = hint_for(exc)
         if hint is None:
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpufailover {args.command}: {hint}", file=sys.stderr)
         return EXIT_MISSING_EXTRA
     except Exception as exc:  # known failures become one line (table in cli_errors); bugs raise
-        from gpufailover.cli_errors import explain
+        from gpufailover.cli.errors import explain
         from gpufailover.settings import default_bootstrap
 
         explained = explain(exc, getattr(args, "bootstrap", None) or default_bootstrap())

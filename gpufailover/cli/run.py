@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         services = tuple(wanted)
     if "classifier" in services:
-        from gpufailover.extras import require_pipeline
+        from gpufailover.cli.extras import require_pipeline
 
         require_pipeline()  # one clear line here, not a child's exit status
     env = _child_env(args)

@@ -1,6 +1,6 @@
 """Summarise a py-spy raw (collapsed stacks) profile: where the samples are, in percent.
 
-    python tests/bench/spy_summary.py PROFILE.txt [--top 25] [--focus streams/]
+    python -m gpufailover.bench.spy_summary PROFILE.txt [--top 25] [--focus streams/]
 
 Prints the share of samples per thread, per package of the innermost frame ("self"), the top
 functions by self and by inclusive samples (a function counted once per sample however deep

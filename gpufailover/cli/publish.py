@@ -1,7 +1,7 @@
 """`gpufailover publish TYPE --job-id ID --attempt N ...`: one job event from a scheduler hook.
 
 Everything is validated before connecting: a bad argument prints a clear message and exits 2
-without publishing anything. Broker trouble exits with the codes of `gpufailover.cli_errors`
+without publishing anything. Broker trouble exits with the codes of `gpufailover.cli.errors`
 (3 unreachable, 4 topics missing, 5 not authorized), one line each. `--dry-run` prints the
 record instead.
 """
@@ -168,7 +168,8 @@ async def _publish(
 ) -> int:
     """Publish, or raise what `gpufailover.cli.main` reports: the topic is checked first, so
     a broker without topics fails at once rather than when the timeout runs out."""
-    from gpufailover.cli_errors import BrokerUnreachable, quiet_kafka_client_logs
+    from gpufailover.cli.errors import quiet_kafka_client_logs
+    from gpufailover.errors import BrokerUnreachable
     from producers.jobs import JobEventPublisher
 
     quiet_kafka_client_logs()

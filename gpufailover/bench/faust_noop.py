@@ -1,7 +1,8 @@
 """A faust worker that does nothing with the records: faust's own per-record cost, as a baseline
 for the classifier (same faust settings: raw bytes, concurrency 1, commit every 1,000).
 
-    python -m tests.bench.faust_noop --bootstrap B --prefix P --partitions N --total M --mode MODE
+    python -m gpufailover.bench.faust_noop --bootstrap B --prefix P --partitions N \
+        --total M --mode MODE
 
 MODE: `events` (async for event in stream.events()), `take` (stream.take(1000, within=0.2)),
 `decode` (events + orjson.loads of each value). Reads gpu.xid, gpu.health and jobs.events from

@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 
 from deploy.topics import TopicNames
+from gpufailover.bench.bench_replay import CONDITIONS, GPUS_PER_NODE, XIDS, generate
+from gpufailover.bench.harness import Record, now_ms
 from streams.policy import load_policy
 from streams.replay import Replayer
-from tests.bench.bench_replay import CONDITIONS, GPUS_PER_NODE, XIDS, generate
-from tests.bench.harness import Record, now_ms
 
 NOISE_NODES = [f"node-{i:05d}" for i in range(4096)]
 FLOOD_NODE = "flood-node-0000"

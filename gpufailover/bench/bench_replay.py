@@ -9,7 +9,7 @@ thousand records; fixed seed) into a temporary JSONL file, then measures in the 
 and prints records/s for each and the ratio (b)/(a). Target: >= 100,000 records/s and a ratio
 >= 0.15 on one core.
 
-    python tests/bench/bench_replay.py --records 1000000
+    python -m gpufailover.bench.bench_replay --records 1000000
 """
 
 from __future__ import annotations

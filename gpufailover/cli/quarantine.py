@@ -8,8 +8,8 @@ import asyncio
 import sys
 from typing import Any
 
-from consumers.cli_common import add_target_arguments, target, target_security
 from consumers.quarantine.config import add_arguments
+from gpufailover.cli.target import add_target_arguments, target, target_security
 
 
 def register(subparsers: Any) -> None:
@@ -51,17 +51,10 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from consumers.quarantine.app import run_quarantine
+    from consumers.quarantine.app import serve
     from consumers.quarantine.config import QuarantineSettings
-    from consumers.runtime.service import run_standalone
 
-    settings = QuarantineSettings.from_env_and_args(args)
-
-    async def main(stop: asyncio.Event, registry: Any) -> None:
-        await run_quarantine(settings, stop, registry=registry)
-
-    common = settings.common
-    return run_standalone("quarantine", main, common.metrics_port, common.metrics_host)
+    return serve(QuarantineSettings.from_env_and_args(args))
 
 
 def cmd_release(args: argparse.Namespace) -> int:

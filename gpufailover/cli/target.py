@@ -6,7 +6,7 @@ import argparse
 
 from deploy.topics import TopicNames
 from gpufailover import settings as env
-from gpufailover.cli_errors import quiet_kafka_client_logs
+from gpufailover.cli.errors import quiet_kafka_client_logs
 from gpufailover.security import KafkaSecurity, add_security_arguments
 
 

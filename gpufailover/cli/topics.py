@@ -16,7 +16,8 @@ from deploy.topics import (
     default_prefix,
     describe_topics,
 )
-from gpufailover.cli_errors import TopicsMissing, quiet_kafka_client_logs
+from gpufailover.cli.errors import quiet_kafka_client_logs
+from gpufailover.errors import TopicsMissing
 from gpufailover.security import KafkaSecurity, add_security_arguments
 from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap
 

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from consumers.cli_common import add_target_arguments, target, target_security
 from gpufailover import settings as env
-from gpufailover.cli_errors import NotFound, UsageError
+from gpufailover.cli.target import add_target_arguments, target, target_security
+from gpufailover.errors import NotFound, UsageError
 
 if TYPE_CHECKING:
     from consumers.runtime.records import InRecord
