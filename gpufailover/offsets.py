@@ -46,7 +46,10 @@ class PartitionProbe:
 
         for tp in assigned:
             key = (tp.topic, tp.partition)
-            self.ends[key] = end_offset(consumer, tp)
+            end = self.ends[key] = end_offset(consumer, tp)
+            if end is None:  # nothing fetched yet: no position to compare (it may not be known)
+                self.positions.pop(key, None)
+                continue
             try:
                 self.positions[key] = await consumer.position(tp)
             except IllegalStateError:  # revoked meanwhile: no longer ours to report
