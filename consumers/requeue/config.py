@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from consumers.quarantine.actuation import Backoff
 from consumers.runtime.config import CommonSettings, add_common_arguments, flag
 from gpufailover import settings as env
+from gpufailover.backoff import Backoff
 
 SERVICE = "requeue"
 _E = "GPUFAILOVER_REQUEUE_"
