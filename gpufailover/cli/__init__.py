@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from gpufailover import __version__
+from gpufailover import __version__, settings
 
 # Each module exposes `register(subparsers) -> None`; its parsers set `func(args) -> int`.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -39,6 +39,17 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gpufailover.cli.export",  # export --since
     "gpufailover.cli.goodput",  # goodput
 )
+
+
+def running_local_broker() -> str | None:
+    """The broker `gpufailover broker start` left running in GPUFAILOVER_STATE_DIR, if any: the
+    launcher is the CLI's to know, so the kernel's `default_bootstrap` is handed this lookup."""
+    from deploy.broker import running_bootstrap
+
+    return running_bootstrap()
+
+
+settings.register_broker_lookup(running_local_broker)
 
 
 def build_parser() -> argparse.ArgumentParser:

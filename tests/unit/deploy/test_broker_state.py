@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from gpufailover.cli import broker as broker_cli
 from deploy.broker import Broker, BrokerError, PortInUseError, running_bootstrap
 from deploy.broker_config import BrokerFiles, BrokerPorts, write_config
 from deploy.broker_state import (
@@ -24,6 +23,7 @@ from deploy.broker_state import (
     save_state,
     state_path,
 )
+from gpufailover.cli import broker as broker_cli
 
 CLUSTER_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
