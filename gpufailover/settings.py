@@ -30,9 +30,14 @@ BOOTSTRAP_HELP = (
     "Kafka bootstrap (env GPUFAILOVER_BOOTSTRAP or KAFKA_BOOTSTRAP, else the broker from "
     f"`gpufailover broker start` in GPUFAILOVER_STATE_DIR, else {DEFAULT_BOOTSTRAP})"
 )
+# The docs' default of a bootstrap setting (the env var is GPUFAILOVER_BOOTSTRAP).
+BOOTSTRAP_DEFAULT_TEXT = (
+    f"KAFKA_BOOTSTRAP, else `gpufailover broker start`'s broker, else {DEFAULT_BOOTSTRAP}"
+)
 DEFAULT_METRICS_HOST = "127.0.0.1"
 
 _KEY = "gpufailover.setting"
+DOCS_ATTRIBUTE = "gpufailover_settings"  # on a parser: the settings it declares, for the docs
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 T = TypeVar("T")
@@ -53,7 +58,8 @@ class Setting:
 
     @property
     def dest(self) -> str:
-        return self.flags[0].lstrip("-").replace("-", "_")
+        """The flag's attribute in argparse's namespace (none for an env-only option)."""
+        return self.flags[0].lstrip("-").replace("-", "_") if self.flags else ""
 
     def env_name(self, service: str = "") -> str:
         return self.env.replace("{SERVICE}", service.upper().replace("-", "_"))
@@ -63,7 +69,7 @@ def setting(
     default: Any,
     *,
     env: str,
-    flag: str | tuple[str, ...],
+    flag: str | tuple[str, ...] = (),
     help: str,
     kind: type | None = None,
     choices: tuple[str, ...] | None = None,
@@ -93,10 +99,10 @@ def declared(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Setting]]:
             yield f, found
 
 
-def shown_default(f: dataclasses.Field[Any], s: Setting) -> str:
+def shown_default(f: dataclasses.Field[Any], s: Setting, service: str = "") -> str:
     """The default as `--help` and the docs say it ("" when there is none to say)."""
     if s.shown_default is not None:
-        return s.shown_default
+        return s.shown_default.replace("{service}", service)
     if s.kind is bool or f.default in (None, ""):
         return ""
     value = f.default
@@ -106,7 +112,7 @@ def shown_default(f: dataclasses.Field[Any], s: Setting) -> str:
 def help_text(f: dataclasses.Field[Any], s: Setting, service: str = "") -> str:
     if s.plain_help:
         return s.help
-    default = shown_default(f, s)
+    default = shown_default(f, s, service)
     where = f"env {s.env_name(service)}" + (f", default {default}" if default else "")
     return f"{s.help} ({where})".replace("%", "%%")
 
@@ -116,14 +122,23 @@ def add_arguments(
     cls: type,
     *,
     service: str = "",
-    skip: tuple[str, ...] = (),
+    only: tuple[str, ...] | None = None,
 ) -> None:
-    """One argparse option per declared field of `cls` (all but the fields in `skip`).
+    """One argparse option per declared field of `cls` (or of those named in `only`); a field
+    declared with no flag is read from its env var only.
 
     Every option defaults to None so that `resolve` can tell a flag given from one left out.
+    The parser remembers `cls` for the docs (`gpufailover.settings_doc`).
     """
+    documented: list[tuple[dataclasses.Field[Any], Setting, str]] = getattr(
+        parser, DOCS_ATTRIBUTE, []
+    )
+    setattr(parser, DOCS_ATTRIBUTE, documented)
     for f, s in declared(cls):
-        if f.name in skip:
+        if only is not None and f.name not in only:
+            continue
+        documented.append((f, s, service))
+        if not s.flags:
             continue
         options: dict[str, Any] = {"dest": s.dest, "default": None}
         if s.kind is bool:
@@ -132,8 +147,7 @@ def add_arguments(
             options["type"] = s.kind
             if s.choices is not None:
                 options["choices"] = s.choices
-        action = parser.add_argument(*s.flags, help=help_text(f, s, service), **options)
-        action.container_setting = (f, s, service)  # type: ignore[attr-defined]  # for the docs
+        parser.add_argument(*s.flags, help=help_text(f, s, service), **options)
 
 
 def env_value(s: Setting, default: Any, service: str = "") -> Any:
@@ -161,7 +175,7 @@ def parse(s: Setting, name: str, raw: str) -> Any:
             raise SystemExit(f"{name}={raw!r}: expected {what}") from None
     if s.choices is not None and raw not in s.choices:
         raise SystemExit(
-            f"{s.label or s.dest.replace('_', ' ')} must be one of {s.choices}, "
+            f"{s.label or s.dest.replace('_', ' ') or 'value'} must be one of {s.choices}, "
             f"got {raw!r} (from {name})"
         )
     return raw
@@ -171,7 +185,7 @@ def value_of(
     args: argparse.Namespace | None, f: dataclasses.Field[Any], s: Setting, service: str = ""
 ) -> Any:
     """The flag when given, else the env var, else the field's default."""
-    given = getattr(args, s.dest, None) if args is not None else None
+    given = getattr(args, s.dest, None) if args is not None and s.dest else None
     if given is not None and not (s.kind is bool and given is False):
         return given
     return env_value(s, f.default, service)
