@@ -9,20 +9,11 @@ from __future__ import annotations
 import argparse
 import socket
 from dataclasses import dataclass, replace
-from typing import TypeVar, cast
 
 from deploy.topics import TopicNames, validate_prefix
 from gpufailover import settings as env
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
 from gpufailover.settings import add_arguments, resolve, setting
-
-T = TypeVar("T")
-
-
-def flag(args: argparse.Namespace | None, name: str, fallback: T) -> T:
-    """The flag's value when given, else `fallback` (the env var's or the default)."""
-    value = getattr(args, name, None) if args is not None else None
-    return fallback if value is None else cast(T, value)
 
 
 @dataclass(frozen=True)
@@ -99,7 +90,3 @@ class CommonSettings:
 def add_common_arguments(parser: argparse.ArgumentParser, service: str) -> None:
     add_arguments(parser, CommonSettings, service=service)
     add_security_arguments(parser)
-
-
-def add_metrics_host_argument(parser: argparse.ArgumentParser) -> None:
-    add_arguments(parser, CommonSettings, only=("metrics_host",))
