@@ -191,13 +191,15 @@ def value_of(
     return env_value(s, f.default, service)
 
 
+def values(cls: type, args: argparse.Namespace | None, *, service: str = "") -> dict[str, Any]:
+    """Each declared field of `cls` by name: its flag, else env var, else default."""
+    return {f.name: value_of(args, f, s, service) for f, s in declared(cls)}
+
+
 def resolve(cls: type[T], args: argparse.Namespace | None, *, service: str = "", **fixed: Any) -> T:
     """An instance of `cls`: each declared field from its flag, else env, else default; the
-    other (undeclared) fields from `fixed`."""
-    values = {
-        f.name: value_of(args, f, s, service) for f, s in declared(cls) if f.name not in fixed
-    }
-    return cls(**values, **fixed)
+    other (undeclared) fields, and any declared one to override, from `fixed`."""
+    return cls(**{**values(cls, args, service=service), **fixed})
 
 
 # -- the broker to talk to ----------------------------------------------------------------------

@@ -36,13 +36,12 @@ def _err(message: str) -> None:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from deploy.topics import TopicNames, default_prefix
+    from deploy.topics import TopicNames, validate_prefix
     from producers.metrics import AgentMetrics
 
     try:
         settings = settings_from_args(args)
-        prefix = default_prefix() if settings.topic_prefix is None else settings.topic_prefix
-        topics = TopicNames(prefix)
+        topics = TopicNames(validate_prefix(settings.topic_prefix or ""))
         gate = validation_gate.gate_settings(args, settings.source)
     except ValueError as exc:
         _err(f"error: {exc}")
