@@ -20,7 +20,6 @@ import logging
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from deploy.kube_build import ensure_binaries
+from deploy.local_wait import poll_until
+from gpufailover.ports import free_ports
 
 NODES = tuple(f"gpu-{i}" for i in range(1, 5))
 GPUS_PER_NODE = 8
@@ -45,23 +46,7 @@ ALREADY_EXISTS = 409
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = READY_TIMEOUT_S) -> None:
-    """Poll `check` until it is true; TimeoutError naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.2)
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    poll_until(what, check, timeout_s, poll_s=0.2)
 
 
 def kubeconfig_dict(server: str, ca_file: Path, user: str, token: str) -> dict[str, Any]:
@@ -289,7 +274,7 @@ def running_kube_cluster(
     if etcd is None:
         raise RuntimeError("etcd not found: `apt-get install etcd-server` (Debian's etcd)")
     base = Path(tempfile.mkdtemp(prefix="gpufailover-kube-"))
-    etcd_port, peer_port, api_port = _free_ports(3)
+    etcd_port, peer_port, api_port = free_ports(3)
     cluster = KubeCluster(
         base,
         server=f"https://127.0.0.1:{api_port}",

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from deploy.local_wait import poll_until
+from gpufailover.ports import free_ports
+from gpufailover.slurm_text import parse_fields
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_NODES = 16
@@ -44,24 +45,8 @@ def missing_binaries() -> list[str]:
     return [b for b in BINARIES if shutil.which(b) is None]
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = READY_TIMEOUT_S) -> None:
-    """Poll `check` until it is true; TimeoutError naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.1)
+    poll_until(what, check, timeout_s, poll_s=0.1)
 
 
 @dataclass
@@ -142,19 +127,8 @@ class SlurmCluster:
         )
 
 
-def parse_fields(line: str) -> dict[str, str]:
-    """`Key=Value Key=Value ...` (one-line scontrol output); values with spaces (Reason=, Comment=)
-    run up to the next ` Key=`."""
-    out: dict[str, str] = {}
-    matches = list(re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=", line))
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        out[m.group(1)] = line[m.end() : end].strip()
-    return out
-
-
 def _write_config(base: Path, nodes: tuple[str, ...]) -> None:
-    ctld, *ports = _free_ports(len(nodes) + 1)
+    ctld, *ports = free_ports(len(nodes) + 1)
     for d in ("etc", "state", "log", "run", "dev", "munge", *(f"spool/{n}" for n in nodes)):
         (base / d).mkdir(parents=True, exist_ok=True)
     hosts = f"gpu-[1-{len(nodes)}]"

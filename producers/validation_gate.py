@@ -27,6 +27,7 @@ from consumers.runtime.records import InRecord, now_ms
 from consumers.runtime.tail import TopicTail
 from deploy.topics import TopicNames
 from gpufailover import settings as declare
+from gpufailover.backoff import Backoff
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from gpufailover.settings import setting
 from producers.spool import Outgoing
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 _E = "GPUFAILOVER_AGENT_"
 SYNC_TIMEOUT_S = 60.0
-GATE_RETRY_S = (1.0, 60.0)  # first and longest wait before following nodes.validate again
+GATE_RETRY = Backoff(first_ms=1_000, max_ms=60_000)  # before following nodes.validate again
 RESULTS_LOGICAL = "nodes.validation-results"
 
 Publish = Callable[[Outgoing], object]  # the agent publisher's accept: spooled, then sent
@@ -214,15 +215,13 @@ async def run_agent_with_gate(
     bootstrap: str,
     security: KafkaSecurity,
     *,
-    retry_s: tuple[float, float] = GATE_RETRY_S,
+    retry: Backoff = GATE_RETRY,
 ) -> int:
     """Run the agent and its gate; the agent's status is the result. A gate that cannot
     follow `nodes.validate` (broker down, topic or ACL missing) is retried with backoff while
     the agent keeps reporting: XIDs matter more than validations, and the spool buffers them."""
     stop = asyncio.Event()
-    gate_task = asyncio.ensure_future(
-        _follow_until_stopped(gate, bootstrap, stop, security, retry_s)
-    )
+    gate_task = asyncio.ensure_future(_follow_until_stopped(gate, bootstrap, stop, security, retry))
     try:
         return await agent_run
     finally:
@@ -236,14 +235,16 @@ async def _follow_until_stopped(
     bootstrap: str,
     stop: asyncio.Event,
     security: KafkaSecurity,
-    retry_s: tuple[float, float],
+    retry: Backoff,
 ) -> None:
-    delay, longest = retry_s
+    failures = 0
     while not stop.is_set():
         try:
             await gate.follow(bootstrap, stop, security=security)
             return
         except Exception as exc:  # noqa: BLE001 - any failure: log, keep the agent, retry
+            failures += 1
+            delay = retry.delay_ms(failures) / 1000
             log.error(  # noqa: TRY400 - one line per retry, not a traceback each minute
                 "validation gate: cannot follow %s (%s: %s); the agent keeps reporting, "
                 "validations wait; retrying in %.0f s",
@@ -254,4 +255,3 @@ async def _follow_until_stopped(
             )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), delay)
-        delay = min(delay * 2, longest)

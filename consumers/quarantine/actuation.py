@@ -14,25 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from consumers.quarantine.actuator import QUARANTINE, RELEASE
+from consumers.quarantine.actions import QUARANTINE, RELEASE
 from consumers.quarantine.table import RELEASED
+from gpufailover.backoff import Backoff
 from schemas.quarantine import QuarantineRecord
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Delay before retry n (1-based): first_ms * 2**(n-1), at most max_ms."""
-
-    first_ms: int = 1_000
-    max_ms: int = 60_000
-
-    def __post_init__(self) -> None:
-        if self.first_ms <= 0 or self.max_ms < self.first_ms:
-            raise ValueError(f"back-off must be 0 < first <= max, got {self}")
-
-    def delay_ms(self, failures: int) -> int:
-        doublings = min(max(failures - 1, 0), 30)
-        return min(self.max_ms, self.first_ms << doublings)
 
 
 @dataclass

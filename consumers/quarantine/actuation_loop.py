@@ -19,10 +19,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from consumers.quarantine.actuation import ActuationQueue, Backoff, Owed
-from consumers.quarantine.actuator import RELEASE, Actuator
+from consumers.quarantine.actions import RELEASE
+from consumers.quarantine.actuation import ActuationQueue, Owed
+from consumers.quarantine.actuator import Actuator
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.runtime.records import InRecord, now_ms
+from gpufailover.backoff import Backoff
 from gpufailover.kafka import make_consumer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads

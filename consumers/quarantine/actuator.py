@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from consumers.quarantine.actions import QUARANTINE
 from consumers.runtime.records import now_ms
 from schemas.quarantine import QuarantineRecord
 
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCHEDULERS = ("slurm", "kubernetes")
-QUARANTINE = "quarantine"
-RELEASE = "release"
 
 
 class Actuator(Protocol):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from consumers.quarantine import k8s_node as kn
-from consumers.quarantine.actuator import QUARANTINE, RELEASE
+from consumers.quarantine.actions import QUARANTINE, RELEASE
 from consumers.quarantine.table import RELEASED
 from consumers.runtime.records import now_ms
 from schemas.quarantine import QuarantineRecord

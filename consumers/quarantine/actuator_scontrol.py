@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 
 from gpufailover import settings as env
+from gpufailover.slurm_text import parse_fields
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +55,6 @@ async def run_slurm(argv: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> st
 
 async def scontrol(*args: str) -> str:
     return await run_slurm([scontrol_binary(), *args])
-
-
-def parse_fields(line: str) -> dict[str, str]:
-    """One record of `scontrol -o show ...` (`Key=Value Key=Value`) as a dict. A value may hold
-    spaces (Reason=, Comment=): it runs up to the next ` Key=`."""
-    out: dict[str, str] = {}
-    matches = list(re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=", line))
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        out.setdefault(m.group(1), line[m.end() : end].strip())
-    return out
 
 
 async def show_node(node: str) -> dict[str, str]:

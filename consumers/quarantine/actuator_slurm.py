@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from consumers.quarantine.actuator import QUARANTINE, RELEASE
+from consumers.quarantine.actions import QUARANTINE, RELEASE
 from consumers.quarantine.actuator_scontrol import (
     OURS,
     scontrol,

@@ -19,7 +19,6 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from consumers.quarantine import alerts
-from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuation_loop import ActuationLoop
 from consumers.quarantine.actuator import Actuator, Reconciler, make_actuator
 from consumers.quarantine.breaker import BreakerState
@@ -32,6 +31,7 @@ from consumers.runtime.oneshot import read_key
 from consumers.runtime.records import InRecord
 from consumers.runtime.supervise import run_together
 from consumers.runtime.tail import TopicTail
+from gpufailover.backoff import Backoff
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads
 from schemas.errors import SchemaError

@@ -6,7 +6,6 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuator import ACTUATORS, SCHEDULERS
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.k8s_node import (
@@ -18,6 +17,7 @@ from consumers.quarantine.k8s_node import (
 from consumers.quarantine.lifecycle import LifecyclePolicy
 from consumers.runtime.config import CommonSettings, add_common_arguments
 from gpufailover import settings as declare
+from gpufailover.backoff import Backoff
 from gpufailover.settings import resolve, setting
 
 SERVICE = "quarantine"

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumers.quarantine import alerts, breaker, lifecycle
-from consumers.quarantine.actuator import QUARANTINE, Actuator
+from consumers.quarantine.actions import QUARANTINE
+from consumers.quarantine.actuator import Actuator
 from consumers.quarantine.breaker import CAUSE_UNKNOWN_NODE, BreakerConfig, BreakerState
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QUARANTINED, RELEASED, QuarantineTable

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field, replace
 
-from consumers.quarantine.actuation import Backoff
 from consumers.runtime.config import CommonSettings, add_common_arguments
 from gpufailover import settings as declare
+from gpufailover.backoff import Backoff
 from gpufailover.settings import resolve, setting
 
 SERVICE = "requeue"

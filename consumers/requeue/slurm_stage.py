@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from consumers.quarantine.actuation import Backoff
 from consumers.requeue.slurm import SlurmScheduler
 from consumers.requeue.stage import END_ACTIONS, SchedulerStage, StageMetrics
 from deploy.topics import TopicNames
+from gpufailover.backoff import Backoff
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 
 __all__ = ["END_ACTIONS", "SlurmStage", "SlurmStageMetrics"]

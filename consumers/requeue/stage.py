@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
-from consumers.quarantine.actuation import Backoff
 from consumers.requeue.records import RequeueCommand
 from consumers.runtime.records import InRecord
 from deploy.topics import TopicNames
+from gpufailover.backoff import Backoff
 from gpufailover.kafka import make_consumer
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.codec import loads

@@ -27,7 +27,8 @@ from aiokafka.partitioner import murmur2
 
 from deploy.kafka_admin import admin_client
 from deploy.topics import TopicNames, create_topics
-from gpufailover.bench.service import Service, free_port
+from gpufailover.bench.service import Service
+from gpufailover.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 APP_ID = "gpufailover-classifier"

@@ -40,7 +40,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from deploy.topics import TopicNames
-from gpufailover.bench import bench_replay
+from gpufailover.bench import SCENARIOS, bench_replay
 from gpufailover.bench.harness import (
     APP_ID,
     REPO,
@@ -67,7 +67,6 @@ from gpufailover.bench.harness import (
 from gpufailover.bench.service import Service
 from gpufailover.bench.workload import Preloaded, node_evidence, preloaded, termination, xid
 
-SCENARIOS = ("throughput", "latency", "flood", "memory", "scaleout", "replay")
 GRACE_S = 2  # the short grace of the latency and flood runs (non-hardware decisions wait it)
 PROBE_NODES = 4  # nodes per probe job
 
@@ -939,14 +938,6 @@ async def run(
     return ctx
 
 
-def main(argv: list[str] | None = None) -> int:
-    from gpufailover.cli.bench import add_arguments
-
-    p = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return run_from_args(p.parse_args(argv))
-
-
 def run_from_args(args: argparse.Namespace) -> int:
     from deploy.broker import running_broker
     from deploy.broker_state import external_bootstrap
@@ -1006,7 +997,3 @@ def run_from_args(args: argparse.Namespace) -> int:
         )
     errors = [r for r in ctx.rows if r.metric == "ERROR"]
     return 1 if errors else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,25 +8,18 @@ import itertools
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufailover.ports import free_port
 from schemas.event_time import BOUNDS_OFF_ENV
 
 log = logging.getLogger("gpufailover.chaos")
 
 CONSUMERS = ("quarantine", "requeue", "job-status")
 STOP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Proc:

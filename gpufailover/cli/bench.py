@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-SCENARIOS = ("throughput", "latency", "flood", "memory", "scaleout", "replay")
+from gpufailover.bench import SCENARIOS
 
 
 def register(subparsers: Any) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 
 from deploy.slurm_local import MAX_NODES, SlurmCluster, missing_binaries, running_slurm_cluster
-from gpufailover.cli.demo import prepare_run, start_pipeline, stop_pipeline
+from gpufailover.cli.demo_pipeline import prepare_run, start_pipeline, stop_pipeline
 from producers.sim.slurm_fleet import BREAKER_MAX_SHARE, BREAKER_WINDOW_S, GRACE_S, LOOKBACK_S
 
 DEFAULT_NODES = 4

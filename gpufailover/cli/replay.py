@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import orjson
 
+from gpufailover.errors import UsageError
 from streams.policy import Policy, PolicyError, load_policy
 from streams.replay import Replayer
 
@@ -69,65 +70,60 @@ def parse_now(raw: str | None) -> int | None:
     return int(when.timestamp() * 1000)
 
 
+def _policy(path: str, what: str) -> Policy:
+    try:
+        return load_policy(path)
+    except PolicyError as exc:
+        raise UsageError(f"{what}: {exc}") from None
+
+
+def _read_lines(path: str) -> Iterator[bytes]:
+    """The dump's lines (opened now, closed at the end); a read failure is the user's (exit 2)."""
+    try:
+        stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    return _lines(stream)
+
+
 def _lines(stream: IO[bytes]) -> Iterator[bytes]:
-    yield from stream
+    try:
+        yield from stream
+    except OSError as exc:
+        raise UsageError(f"read failed: {exc}") from None
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
 
 
 def run(args: argparse.Namespace) -> int:
     if args.json and args.compare is None:
-        print("gpufailover replay: --json goes with --compare NEW_POLICY", file=sys.stderr)
-        return 2
-    try:
-        policy = load_policy(args.policy)
-    except PolicyError as exc:
-        print(f"gpufailover replay: bad policy: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError("--json goes with --compare NEW_POLICY")
+    policy = _policy(args.policy, "bad policy")
     try:
         now = parse_now(args.now)
     except ValueError as exc:
-        print(f"gpufailover replay: {exc}", file=sys.stderr)
-        return 2
-    try:
-        stream: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
-    except OSError as exc:
-        print(f"gpufailover replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
+    lines = _read_lines(args.file)
     if args.compare is not None:
-        return _compare(args, stream, policy, now)
+        return _compare(args, lines, policy, now)
     replayer = Replayer(policy, now)
     out = sys.stdout.buffer
-    try:
-        for line in replayer.run(_lines(stream)):
-            out.write(line)
-            out.write(b"\n")
-    except OSError as exc:
-        print(f"gpufailover replay: read failed: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+    for line in replayer.run(lines):
+        out.write(line)
+        out.write(b"\n")
     out.flush()
     print(replayer.stats.summary(), file=sys.stderr)
     return 0
 
 
-def _compare(args: argparse.Namespace, stream: IO[bytes], policy: Policy, now: int | None) -> int:
+def _compare(
+    args: argparse.Namespace, lines: Iterator[bytes], policy: Policy, now: int | None
+) -> int:
     from streams.replay_compare import compare
 
-    try:
-        new_policy = load_policy(args.compare)
-    except PolicyError as exc:
-        print(f"gpufailover replay: bad --compare policy: {exc}", file=sys.stderr)
-        return 2
-    try:
-        lines = list(_lines(stream))
-    except OSError as exc:
-        print(f"gpufailover replay: read failed: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
-    result = compare(lines, policy, new_policy, now)
+    new_policy = _policy(args.compare, "bad --compare policy")
+    result = compare(list(lines), policy, new_policy, now)
     if args.json:
         print(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())
     else:

@@ -26,8 +26,8 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import OnErrorAction, OnErrorResult
 from prometheus_client import CollectorRegistry
 
-from consumers.quarantine.actuation import Backoff
 from consumers.runtime.oneshot import partitions_of
+from gpufailover.backoff import Backoff
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from producers.jobs import JobEventPublisher, now_ms
 from producers.k8s.config import K8sEventsSettings

@@ -17,10 +17,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Any, Protocol, TextIO
 
-from deploy.slurm_local import SlurmCluster, parse_fields
 from deploy.topics import TopicNames
+from gpufailover.slurm_text import parse_fields
 from producers.sim.bus import Bus, wall_ms
 from producers.sim.faults import Signal
 from producers.sim.records import ok_out, release_out, signal_out
@@ -30,6 +31,17 @@ from producers.sim.slurm_report import summarize
 
 POLL_S = 1.0  # Slurm polls and node health records
 PACE_S = 0.1
+
+
+class SlurmCluster(Protocol):
+    """What the session needs of a running cluster (deploy.slurm_local's, passed in by the CLI)."""
+
+    @property
+    def base(self) -> Path: ...
+    @property
+    def nodes(self) -> tuple[str, ...]: ...
+    def run(self, *argv: str, check: bool = True) -> str: ...
+    def sbatch(self, *args: str) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from gpufailover.bench.service import Service, free_port
+from gpufailover.bench.service import Service
+from gpufailover.ports import free_port
 
 
 @dataclass(frozen=True)

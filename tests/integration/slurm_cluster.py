@@ -6,10 +6,10 @@ from deploy.slurm_local import (
     NODES,
     SlurmCluster,
     missing_binaries,
-    parse_fields,
     running_slurm_cluster,
     wait_for,
 )
+from gpufailover.slurm_text import parse_fields
 
 __all__ = [
     "NODES",

@@ -21,12 +21,12 @@ from prometheus_client import CollectorRegistry
 
 from consumers.jobstatus.app import run_job_status
 from consumers.jobstatus.config import JobStatusSettings
-from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuator import LogActuator
 from consumers.quarantine.app import run_quarantine
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.config import QuarantineSettings
 from deploy.topics import TopicNames
+from gpufailover.backoff import Backoff
 from schemas.quarantine import QuarantineRecord
 from tests.integration.kafka_io import Service, service
 from tests.integration.test_consumers import (

@@ -11,7 +11,7 @@ import pytest
 from lightkube import ApiError
 from lightkube.resources.core_v1 import Event, Node
 
-from consumers.quarantine.actuator import QUARANTINE, RELEASE
+from consumers.quarantine.actions import QUARANTINE, RELEASE
 from consumers.quarantine.actuator_k8s import KubernetesActuator
 from consumers.quarantine.k8s_node import ANNOTATION, NodeView, TaintSpec, quarantine_patch
 from schemas.decisions import Evidence

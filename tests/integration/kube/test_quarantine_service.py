@@ -17,12 +17,12 @@ from lightkube.resources.core_v1 import Event, Node
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from prometheus_client import CollectorRegistry
 
-from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuator_k8s import KubernetesActuator
 from consumers.quarantine.app import run_quarantine
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.config import QuarantineSettings
 from deploy.topics import TopicNames
+from gpufailover.backoff import Backoff
 from tests.integration.kafka_io import Service, service
 from tests.integration.kube_cluster import KubeCluster, wait_for
 from tests.integration.test_consumers import (

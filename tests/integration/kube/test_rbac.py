@@ -12,7 +12,7 @@ from lightkube import ApiError, codecs
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node, Pod, Secret
 
-from consumers.quarantine.actuator import QUARANTINE, RELEASE
+from consumers.quarantine.actions import QUARANTINE, RELEASE
 from consumers.quarantine.actuator_k8s import KubernetesActuator
 from schemas.decisions import Evidence
 from schemas.quarantine import QuarantineRecord

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.quarantine.actuator import QUARANTINE, RELEASE
+from consumers.quarantine.actions import QUARANTINE, RELEASE
 from consumers.quarantine.actuator_slurm import SlurmActuator
 from schemas.decisions import Evidence
 from schemas.quarantine import QuarantineRecord

@@ -6,11 +6,12 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from consumers.quarantine.actuation import ActuationQueue, Backoff
+from consumers.quarantine.actuation import ActuationQueue
 from consumers.quarantine.actuation_loop import ActuationLoop
 from consumers.quarantine.actuator import LogActuator
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.runtime.records import InRecord
+from gpufailover.backoff import Backoff
 from schemas.quarantine import QuarantineRecord
 
 DRAIN = "scontrol update nodename={} state=drain reason='gpufailover: hardware'"

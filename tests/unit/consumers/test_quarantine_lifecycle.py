@@ -10,14 +10,16 @@ import pytest
 from consumer_fakes import NAMES, acks, decision, rec, request, value
 from prometheus_client import CollectorRegistry
 
-from consumers.quarantine.actuation import ActuationQueue, Backoff
-from consumers.quarantine.actuator import QUARANTINE, RELEASE, LogActuator
+from consumers.quarantine.actions import QUARANTINE, RELEASE
+from consumers.quarantine.actuation import ActuationQueue
+from consumers.quarantine.actuator import LogActuator
 from consumers.quarantine.breaker import BreakerConfig
 from consumers.quarantine.lifecycle import LifecyclePolicy
 from consumers.quarantine.logic import QuarantineProcessor
 from consumers.quarantine.metrics import QuarantineMetrics
 from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.records import InRecord, Output
+from gpufailover.backoff import Backoff
 from schemas.audit import VALIDATE, OperatorCommand
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from consumer_fakes import NAMES, rec, request
 
-from consumers.quarantine.actuator import QUARANTINE, RELEASE, LogActuator, make_actuator
+from consumers.quarantine.actions import QUARANTINE, RELEASE
+from consumers.quarantine.actuator import LogActuator, make_actuator
 from consumers.quarantine.table import QuarantineTable
 from consumers.runtime.records import InRecord
 from schemas.errors import SchemaError

@@ -8,11 +8,11 @@ import pytest
 
 from consumers.quarantine.actuator_scontrol import (
     SlurmCommandError,
-    parse_fields,
     run_slurm,
     state_flags,
 )
 from consumers.quarantine.actuator_slurm import drain_reason, is_ours, is_unavailable
+from gpufailover.slurm_text import parse_fields
 from schemas.decisions import Evidence
 from schemas.quarantine import QuarantineRecord
 

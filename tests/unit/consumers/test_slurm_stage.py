@@ -7,13 +7,13 @@ import asyncio
 
 import orjson
 
-from consumers.quarantine.actuation import Backoff
 from consumers.quarantine.actuator_scontrol import SlurmCommandError
 from consumers.requeue.records import RequeueCommand
 from consumers.requeue.slurm import NotActionable, Outcome, SlurmScheduler
 from consumers.requeue.slurm_stage import SlurmStage, SlurmStageMetrics
 from consumers.runtime.records import InRecord
 from deploy.topics import TopicNames
+from gpufailover.backoff import Backoff
 from schemas.decisions import Decision
 
 NAMES = TopicNames("")

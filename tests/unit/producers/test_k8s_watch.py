@@ -13,7 +13,7 @@ from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 from lightkube.resources.core_v1 import Pod
 
-from consumers.quarantine.actuation import Backoff
+from gpufailover.backoff import Backoff
 from producers.k8s.metrics import K8sEventsMetrics
 from producers.k8s.tracker import JobTracker
 from producers.k8s.watch import PodEvents

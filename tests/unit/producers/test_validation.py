@@ -14,6 +14,7 @@ from nvml_fake import FakeGpu, FakeNvml, lost
 
 from consumers.runtime.records import InRecord
 from deploy.topics import TopicNames
+from gpufailover.backoff import Backoff
 from gpufailover.security import PLAINTEXT
 from producers import validation as v
 from producers.spool import Outgoing
@@ -248,7 +249,8 @@ async def test_a_gate_that_cannot_follow_is_retried_and_never_stops_the_agent(
         return 0
 
     status = await asyncio.wait_for(
-        run_agent_with_gate(agent(), g, "b:9092", PLAINTEXT, retry_s=(0.01, 0.02)), 10
+        run_agent_with_gate(agent(), g, "b:9092", PLAINTEXT, retry=Backoff(first_ms=10, max_ms=20)),
+        10,
     )
     assert status == 0 and g.attempts == 3
     assert [r.kind for r in rec.results()] == ["repair"]  # once, not per reconnect
@@ -263,6 +265,7 @@ async def test_the_agents_status_is_the_result_while_the_gate_still_retries() ->
         return 3
 
     status = await asyncio.wait_for(
-        run_agent_with_gate(agent(), g, "b:9092", PLAINTEXT, retry_s=(0.001, 0.001)), 10
+        run_agent_with_gate(agent(), g, "b:9092", PLAINTEXT, retry=Backoff(first_ms=1, max_ms=1)),
+        10,
     )
     assert status == 3
