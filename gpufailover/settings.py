@@ -55,6 +55,7 @@ class Setting:
     shown_default: str | None = None  # for the docs when the default is computed
     label: str = ""  # what a refused value is called: "<label> must be one of ..."
     plain_help: bool = False  # `help` already says the env var and the default
+    convert: Callable[[str], str] | None = None  # applied to a str value first (str.upper)
 
     @property
     def dest(self) -> str:
@@ -76,6 +77,7 @@ def setting(
     shown_default: str | None = None,
     label: str = "",
     plain_help: bool = False,
+    convert: Callable[[str], str] | None = None,
 ) -> Any:
     """A dataclass field declaring one option (see the module docstring)."""
     declared = Setting(
@@ -87,6 +89,7 @@ def setting(
         shown_default=shown_default,
         label=label,
         plain_help=plain_help,
+        convert=convert,
     )
     return dataclasses.field(default=default, metadata={_KEY: declared})
 
@@ -123,12 +126,16 @@ def add_arguments(
     *,
     service: str = "",
     only: tuple[str, ...] | None = None,
+    suppress: bool = False,
+    document: bool = True,
 ) -> None:
     """One argparse option per declared field of `cls` (or of those named in `only`); a field
     declared with no flag is read from its env var only.
 
-    Every option defaults to None so that `resolve` can tell a flag given from one left out.
-    The parser remembers `cls` for the docs (`gpufailover.settings_doc`).
+    Every option defaults to None so that `resolve` can tell a flag given from one left out
+    (`suppress`: absent from the namespace instead, on a sub-action's parser so that it does
+    not clobber the parent's value). The parser remembers the options for the docs
+    (`gpufailover.settings_doc`) unless `document` is off (documented once elsewhere).
     """
     documented: list[tuple[dataclasses.Field[Any], Setting, str]] = getattr(
         parser, DOCS_ATTRIBUTE, []
@@ -137,25 +144,29 @@ def add_arguments(
     for f, s in declared(cls):
         if only is not None and f.name not in only:
             continue
-        documented.append((f, s, service))
+        if document:
+            documented.append((f, s, service))
         if not s.flags:
             continue
-        options: dict[str, Any] = {"dest": s.dest, "default": None}
+        options: dict[str, Any] = {
+            "dest": s.dest,
+            "default": argparse.SUPPRESS if suppress else None,
+        }
         if s.kind is bool:
             options["action"] = "store_true"
         else:
-            options["type"] = s.kind
+            options["type"] = s.convert or s.kind
             if s.choices is not None:
                 options["choices"] = s.choices
         parser.add_argument(*s.flags, help=help_text(f, s, service), **options)
 
 
 def env_value(s: Setting, default: Any, service: str = "") -> Any:
-    """The option's env var parsed, else `default`. An empty number or switch counts as unset;
-    an empty string is a value (some options mean something by '')."""
+    """The option's env var parsed, else `default`. An empty number, switch or choice counts as
+    unset; an empty string is a value (some options mean something by '')."""
     name = s.env_name(service)
     raw = os.environ.get(name)
-    if raw is None or (raw == "" and s.kind is not str):
+    if raw is None or (raw == "" and (s.kind is not str or s.choices is not None)):
         return default
     return parse(s, name, raw)
 
@@ -173,6 +184,8 @@ def parse(s: Setting, name: str, raw: str) -> Any:
         except ValueError:
             what = "an integer" if s.kind is int else "a number"
             raise SystemExit(f"{name}={raw!r}: expected {what}") from None
+    if s.convert is not None:
+        raw = s.convert(raw)
     if s.choices is not None and raw not in s.choices:
         raise SystemExit(
             f"{s.label or s.dest.replace('_', ' ') or 'value'} must be one of {s.choices}, "
