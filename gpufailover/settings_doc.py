@@ -69,7 +69,8 @@ def render(parser: argparse.ArgumentParser) -> str:
     security = [_row(f, s, "") for f, s in settings.declared(SecurityOptions)]
     out = [HEADER, *_table("Kafka security (every command that talks to Kafka)", security)]
     for command in sorted(tables):
-        out.extend(_table(f"`gpufailover {command}`", tables[command]))
+        title = f"`gpufailover {command}`" if command else "`gpufailover` (before any command)"
+        out.extend(_table(title, tables[command]))
     return "\n".join(out) + "\n"
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufailover import settings as env
+from gpufailover.cli.options import PolicyChoice
 from gpufailover.cli.target import add_target_arguments, target, target_security
 from gpufailover.errors import NotFound, UsageError
 from gpufailover.settings import setting
@@ -71,12 +71,7 @@ def register(subparsers: Any) -> None:
         help="explain from this JSONL dump (`gpufailover export`, examples/) replayed "
         "in-process instead of the topics",
     )
-    p.add_argument(
-        "--policy",
-        default=os.environ.get("GPUFAILOVER_POLICY"),
-        help="the policy the classifier runs (env GPUFAILOVER_POLICY; default: the shipped "
-        "policy): it says which signals are ignored and how wide the window is",
-    )
+    env.add_arguments(p, PolicyChoice)  # which signals are ignored, how wide the window is
     env.add_arguments(p, ExplainRange)
     add_target_arguments(p)
     p.set_defaults(func=cmd_explain)
@@ -90,7 +85,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.attempt is not None and args.attempt < 0:
         raise UsageError(f"--attempt: must be >= 0, got {args.attempt}")
     try:
-        policy = load_policy(args.policy)
+        policy = load_policy(env.resolve(PolicyChoice, args).policy or None)
     except PolicyError as exc:
         raise UsageError(f"bad policy: {exc}") from None
     window = env.resolve(ExplainRange, args)
