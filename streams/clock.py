@@ -1,4 +1,5 @@
-"""Event time for one agent's partitions: the watermark rule shared by both halves.
+"""Event time for one agent's partitions: the watermark rule shared by both halves, and the
+persisting of each partition's engine clock (`PersistedClocks`).
 
 - The watermark is the largest `ts_ms` seen on the partition's input topics, except that it
   waits for an input topic that still has unprocessed records (faust reads topics at uneven
@@ -10,7 +11,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 Lagging = Callable[[str, int], bool]
 
@@ -77,3 +80,58 @@ class InputClock:
         if base is None or idle < self.idle_after_ms:
             return None
         return base + idle
+
+
+ClockT = TypeVar("ClockT")
+Mark = tuple[int | None, int]  # a clock's watermark and its count of pending wake-ups
+
+
+@dataclass
+class PersistedClocks(Generic[ClockT]):
+    """Each partition's engine clock in its table (key `<prefix><partition>`): read once when
+    the partition's side is made, written back when it moved.
+
+    A clock is written with the records of a turn that sent outputs (the states it covers go
+    with it, so a restarted or new owner resumes from exactly it and the watermark never goes
+    back), and whenever its pending wake-ups change or its watermark moves; with `lazy_ms`, a
+    moved watermark alone is written at most every `lazy_ms`.
+    """
+
+    table: MutableMapping[str, ClockT]
+    prefix: str
+    new: Callable[[], ClockT]
+    mark: Callable[[ClockT], Mark]
+    lazy_ms: int = 0
+    wall: Callable[[], int] = now_ms
+    _persisted: dict[int, Mark] = field(default_factory=dict, init=False)
+    _written_wall: dict[int, int] = field(default_factory=dict, init=False)
+
+    def load(self, partition: int) -> ClockT:
+        clock = self.table.get(f"{self.prefix}{partition}") or self.new()
+        self._persisted[partition] = self.mark(clock)
+        return clock
+
+    def save(self, partition: int, clock: ClockT, sent: bool) -> None:
+        """After a record or tick of `partition`; `sent`: it produced outputs."""
+        mark = self.mark(clock)
+        if self.lazy_ms:
+            wall = self.wall()
+            last_watermark, last_pending = self._persisted.get(partition, (None, 0))
+            moved = mark[0] != last_watermark and (
+                wall - self._written_wall.get(partition, 0) >= self.lazy_ms
+            )
+            due = moved or mark[1] != last_pending
+        else:
+            due = mark != self._persisted.get(partition)
+        if sent or due:
+            self.table[f"{self.prefix}{partition}"] = clock
+            self._persisted[partition] = mark
+            if self.lazy_ms:
+                self._written_wall[partition] = wall
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        """Partitions revoked: their clocks are read again if they come back (another worker
+        may have moved them meanwhile)."""
+        for partition in partitions:
+            self._persisted.pop(partition, None)
+            self._written_wall.pop(partition, None)

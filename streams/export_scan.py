@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from consumers.runtime.records import InRecord
 from gpufailover.kafka import make_consumer, partitions_of
+from gpufailover.offsets import behind
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 
 _POLL_MS = 200
@@ -126,7 +127,7 @@ async def scan_into(
                 got = [InRecord.from_consumer(r) for r in records if r.offset < end]
                 done += len(got)
                 sink(got)
-            active = [tp for tp in active if await consumer.position(tp) < spans[tp].end]
+            active = await behind(consumer, {tp: spans[tp].end for tp in active})
             if progress is not None:
                 progress.update(done, total)
         if progress is not None:

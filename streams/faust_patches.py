@@ -39,6 +39,8 @@ import faust
 from faust.tables.recovery import Recovery
 from faust.transport.consumer import Consumer, ThreadDelegateConsumer
 
+from gpufailover.offsets import faust_committed
+
 log = logging.getLogger("gpufailover.faust_patches")
 
 FAUST_VERSION = "0.15.3"  # the patches read faust internals of exactly this release
@@ -131,7 +133,7 @@ def _patch_new_offset(
         watch = watch_of(self)
         acked = self._acked.get(tp)
         if acked and _is_input(self, tp):
-            lost = watch.overtaken(tp, self._committed_offset.get(tp), acked)
+            lost = watch.overtaken(tp, faust_committed(self, tp), acked)
             if lost:
                 log.error(
                     "faust lost %d record(s) of %s[%d] at offsets %s: fetched and overtaken "
@@ -162,7 +164,7 @@ async def seek_uncommitted_inputs(consumer: Any) -> list[Any]:
     tps = [
         tp
         for tp in consumer.assignment()
-        if _is_input(consumer, tp) and not consumer._committed_offset.get(tp)
+        if _is_input(consumer, tp) and not faust_committed(consumer, tp)
     ]
     if not tps:
         return []

@@ -20,13 +20,12 @@ from schemas.decisions import Decision, Evidence
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
-from streams.clock import now_ms
+from streams.clock import PersistedClocks, now_ms
 from streams.engine.messages import NodeReport, NodeTermination, QuarantineRequest
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import Policy
 
 log = logging.getLogger("gpufailover.classifier")
-CLOCK_PERSIST_EVERY_MS = 1000  # the job side's clock (hang alerts only) is persisted lazily
 # Node reports of one job per failover.node-evidence record. Each can carry up to
 # max_evidence_per_node items (~10 KB): 50 stay far under the 1 MiB request limit.
 REPORTS_PER_RECORD = 50
@@ -103,9 +102,12 @@ class NodeGlue:
         self.bounds = None if bounds is None else EventTimeBounds(bounds.max_future_skew_ms)
         self.names = names
         self.nodes = nodes
-        self.clocks = clocks
+        # The clock (watermark and wake-ups) goes to the changelog whenever it moves (the
+        # filter sends the watermark at most every 100 ms).
+        self.clocks = PersistedClocks(
+            clocks, "p", PartitionClock, lambda c: (c.watermark, len(c.closing))
+        )
         self.sides: dict[int, NodeSide] = {}
-        self.persisted: dict[int, tuple[int | None, int]] = {}
         # The last watermark the filter sent, per partition: the base of the idle advance
         # (memory only; after a restart the persisted watermark stands in).
         self.filter_watermark: dict[int, int] = {}
@@ -116,10 +118,9 @@ class NodeGlue:
     def side(self, partition: int) -> NodeSide:
         side = self.sides.get(partition)
         if side is None:
-            clock = self.clocks.get(f"p{partition}") or PartitionClock()
+            clock = self.clocks.load(partition)
             side = NodeSide(self.policy, self.nodes, clock, follow_records=False)
             self.sides[partition] = side
-            self.persisted[partition] = (clock.watermark, len(clock.closing))
         return side
 
     def handle(
@@ -196,14 +197,7 @@ class NodeGlue:
                 )
         for job_id, items in reports.items():
             out.extend(self._reports(job_id, items))
-        clock = side.clock
-        persisted = (clock.watermark, len(clock.closing))
-        # The clock (watermark and wake-ups) goes to the changelog whenever it moves, with
-        # the node states it covers: a restarted or new owner resumes from exactly it, so
-        # the watermark never goes back (the filter sends it at most every 100 ms).
-        if out or persisted != self.persisted.get(partition):
-            self.clocks[f"p{partition}"] = clock
-            self.persisted[partition] = persisted
+        self.clocks.save(partition, side.clock, sent=bool(out))
         return out
 
     def _reports(self, job_id: str, items: list[dict[str, Any]]) -> list[Out]:
@@ -225,8 +219,8 @@ class NodeGlue:
     def forget(self, partitions: Iterable[int]) -> None:
         """Partitions revoked: their clocks are reloaded from the table if they come back
         (another worker may have moved them meanwhile)."""
+        self.clocks.forget(partitions)
         for partition in partitions:
             self.sides.pop(partition, None)
-            self.persisted.pop(partition, None)
             self.filter_watermark.pop(partition, None)
             self.latest_termination.pop(partition, None)

@@ -14,15 +14,16 @@ from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
 from schemas.jobs import JobEvent
 from schemas.telemetry import TrainingTelemetry
-from streams.clock import InputClock, Lagging, never_lagging, now_ms
+from streams.clock import InputClock, Lagging, PersistedClocks, never_lagging, now_ms
 from streams.engine.job_side import JobOutput, JobSide, JobState
 from streams.engine.messages import NodeReport, NodeTermination
 from streams.engine.progress import JobAlert, Progress, ProgressClock, ProgressTracker
-from streams.glue import CLOCK_PERSIST_EVERY_MS, Out, dead_letter
+from streams.glue import Out, dead_letter
 from streams.policy import Policy
 from streams.tables import WriteBack
 
 log = logging.getLogger("gpufailover.classifier")
+CLOCK_PERSIST_EVERY_MS = 1000
 
 
 class JobGlue:
@@ -47,30 +48,33 @@ class JobGlue:
         # Each record's job-state writes reach the table once, after it (streams.tables).
         self.jobs: WriteBack[JobState] = WriteBack(jobs)
         self.progress = progress
-        self.clocks = clocks
+        # The job side's clock (hang alerts only) is persisted lazily.
+        self.clocks = PersistedClocks(
+            clocks,
+            "j",
+            ProgressClock,
+            lambda c: (c.watermark, len(c.deadlines)),
+            lazy_ms=CLOCK_PERSIST_EVERY_MS,
+        )
         self.time = InputClock(
             (names.jobs_events, names.training_telemetry), idle_after_ms, lagging
         )
         self.sides: dict[int, JobSide] = {}
-        self.persisted: dict[int, tuple[int | None, int]] = {}
-        self.persisted_wall: dict[int, int] = {}
 
     def side(self, partition: int) -> JobSide:
         side = self.sides.get(partition)
         if side is None:
-            clock = self.clocks.get(f"j{partition}") or ProgressClock()
+            clock = self.clocks.load(partition)
             tracker = ProgressTracker(self.policy, self.progress, clock)
             side = JobSide(self.policy, self.jobs, tracker)
             self.sides[partition] = side
-            self.persisted[partition] = (clock.watermark, len(clock.deadlines))
         return side
 
     def forget(self, partitions: Iterable[int]) -> None:
         """Partitions revoked: reload their clocks from the table if they come back."""
+        self.clocks.forget(partitions)
         for partition in partitions:
             self.sides.pop(partition, None)
-            self.persisted.pop(partition, None)
-            self.persisted_wall.pop(partition, None)
 
     def handle(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
@@ -162,17 +166,7 @@ class JobGlue:
                 )
             else:
                 out.append(self._decision(o))
-        clock = tracker.clock
-        last_wm, last_len = self.persisted.get(partition, (None, 0))
-        wm = clock.watermark
-        wall = now_ms()
-        moved = wm != last_wm and (
-            wall - self.persisted_wall.get(partition, 0) >= CLOCK_PERSIST_EVERY_MS
-        )
-        if out or moved or len(clock.deadlines) != last_len:
-            self.clocks[f"j{partition}"] = clock
-            self.persisted[partition] = (wm, len(clock.deadlines))
-            self.persisted_wall[partition] = wall
+        self.clocks.save(partition, tracker.clock, sent=bool(out))
         return out
 
     def _decision(self, d: Decision) -> Out:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 from aiokafka.structs import TopicPartition
 
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
+from gpufailover.offsets import PartitionProbe
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.event_time import EventTimeBounds
 from streams.clock import now_ms
@@ -55,8 +55,7 @@ class SignalLoop:
         self.topics = self.filter.sources
         self.consumer: Any = None
         self.producer: Any = None
-        self.positions: dict[tuple[str, int], int] = {}  # next offset to process
-        self.ends: dict[tuple[str, int], int | None] = {}  # as of the last fetch
+        self.probe = PartitionProbe()  # ends and positions of the inputs, as of the last fetch
         self.pending: list[asyncio.Future[Any]] = []
         self.uncommitted: dict[TopicPartition, int] = {}
         self.last_commit_wall = 0
@@ -64,19 +63,11 @@ class SignalLoop:
     # -- what the faust side asks -----------------------------------------------------------
     def lag(self) -> list[tuple[str, int, int]]:
         """(logical topic, partition, records not processed yet) per assigned input."""
-        rows: list[tuple[str, int, int]] = []
-        for (topic, partition), end in list(self.ends.items()):
-            position = self.positions.get((topic, partition))
-            if end is not None and position is not None:
-                rows.append((self.names.logical(topic), partition, max(0, end - position)))
-        return rows
+        return [(self.names.logical(t), p, n) for t, p, n in self.probe.lags()]
 
     def _lagging(self, topic: str, partition: int) -> bool:
-        key = (topic, partition)
-        if key not in self.ends:
-            return False  # not assigned here: its owner's filter holds its own watermark
-        end, position = self.ends[key], self.positions.get(key)
-        return end is None or position is None or end > position
+        # False when not assigned here: its owner's filter holds its own watermark.
+        return self.probe.lagging((topic, partition))
 
     # -- the loop ---------------------------------------------------------------------------
     async def run(self) -> None:
@@ -93,9 +84,7 @@ class SignalLoop:
                 for tp in revoked:
                     loop.uncommitted.pop(tp, None)
                 loop.filter.forget({tp.partition for tp in revoked})
-                for tp in revoked:
-                    loop.ends.pop((tp.topic, tp.partition), None)
-                    loop.positions.pop((tp.topic, tp.partition), None)
+                loop.probe.forget((tp.topic, tp.partition) for tp in revoked)
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 log.info("signal filter assigned %s", sorted(str(tp) for tp in assigned))
@@ -141,7 +130,7 @@ class SignalLoop:
         outputs = self.filter.reduce(records, wall)
         for tp, messages in batch.items():
             self.uncommitted[tp] = messages[-1].offset + 1
-        await self._refresh(consumer.assignment())
+        await self.probe.refresh(consumer, consumer.assignment())
         outputs += self.filter.watermarks(wall)
         outputs += self.filter.idle_markers(wall, {tp.partition for tp in consumer.assignment()})
         for out in outputs:
@@ -152,18 +141,6 @@ class SignalLoop:
         self._report(batch, outputs)
         if self.uncommitted and wall - self.last_commit_wall >= COMMIT_EVERY_MS:
             await self._commit()
-
-    async def _refresh(self, assigned: Iterable[TopicPartition]) -> None:
-        from aiokafka.errors import IllegalStateError
-
-        consumer = self.consumer
-        for tp in assigned:
-            end = consumer.last_stable_offset(tp)
-            self.ends[(tp.topic, tp.partition)] = consumer.highwater(tp) if end is None else end
-            try:
-                self.positions[(tp.topic, tp.partition)] = await consumer.position(tp)
-            except IllegalStateError:  # revoked meanwhile: no longer ours to report
-                self.ends.pop((tp.topic, tp.partition), None)
 
     async def _commit(self) -> None:
         """Commit what was processed, once everything forwarded so far is acknowledged."""

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ from consumers.runtime.metrics import LoopMetrics
 from consumers.runtime.records import InRecord, Output, dead_letter, owned_elsewhere
 from deploy.topics import TopicNames
 from gpufailover.kafka import make_consumer, make_producer
+from gpufailover.offsets import PartitionProbe
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.dead_letter import COMPONENTS as DEAD_LETTER_COMPONENTS
 from schemas.errors import SchemaError
@@ -175,13 +176,44 @@ class TransactionalLoop:
 
     async def _process(self, consumer: Any, batch: dict[Any, list[Any]]) -> bool:
         """Process and commit one batch; False when it must be retried."""
-        from aiokafka.errors import KafkaError
-
         records = [InRecord.from_consumer(r) for recs in batch.values() for r in recs]
         await self._processor.prepare(records)
         self._processor.begin()
         outputs = [out for rec in records for out in self._handle(rec)]
         offsets = {tp: recs[-1].offset + 1 for tp, recs in batch.items()}
+
+        def retry_batch(exc: BaseException) -> None:
+            first = {tp: recs[0].offset for tp, recs in batch.items()}
+            log.warning("transaction failed (%r); retrying from %s", exc, _fmt(first))
+            for tp, offset in first.items():
+                consumer.seek(tp, offset)
+
+        return await self._transact(outputs, offsets, retry_batch)
+
+    async def _flush_due(self, ready: frozenset[tuple[str, int]]) -> bool:
+        """Publish what the processor's timers owe, in one transaction; False on failure (the
+        staged changes are dropped and the timers fire again on a later turn)."""
+        self._processor.begin()
+        outputs = self._processor.due(ready)
+        if not outputs:
+            return True
+
+        def retry_later(exc: BaseException) -> None:
+            log.warning("transaction of timer outputs failed (%r); retried later", exc)
+
+        return await self._transact(outputs, {}, retry_later)
+
+    async def _transact(
+        self,
+        outputs: list[Output],
+        offsets: dict[Any, int],
+        on_failure: Callable[[BaseException], None],
+    ) -> bool:
+        """Publish `outputs` and commit `offsets` in one transaction, then hand the acks to the
+        processor. False when it failed: staged changes dropped, `on_failure` told, and a new
+        producer made for the retry."""
+        from aiokafka.errors import KafkaError
+
         started = time.perf_counter()
         try:
             acks = await self._publish(outputs, offsets)
@@ -191,67 +223,27 @@ class TransactionalLoop:
         except (KafkaError, OSError, TimeoutError) as exc:
             self._processor.rollback()
             self._metrics.commit_failures.inc()
-            first = {tp: recs[0].offset for tp, recs in batch.items()}
-            log.warning("transaction failed (%r); retrying from %s", exc, _fmt(first))
-            for tp, offset in first.items():
-                consumer.seek(tp, offset)
+            on_failure(exc)
             await self._new_producer()
             return False
-        self._metrics.commit_seconds.observe(time.perf_counter() - started)
-        for ack in acks:
-            self._metrics.produced.labels(topic=self._logical(ack.output.topic)).inc()
-        await self._processor.committed(acks)
-        return True
-
-    async def _flush_due(self, ready: frozenset[tuple[str, int]]) -> bool:
-        """Publish what the processor's timers owe, in one transaction; False on failure (the
-        staged changes are dropped and the timers fire again on a later turn)."""
-        from aiokafka.errors import KafkaError
-
-        self._processor.begin()
-        outputs = self._processor.due(ready)
-        if not outputs:
-            return True
-        try:
-            acks = await self._publish(outputs, {})
-        except _fatal_errors():
-            self._processor.rollback()
-            raise
-        except (KafkaError, OSError, TimeoutError) as exc:
-            self._processor.rollback()
-            self._metrics.commit_failures.inc()
-            log.warning("transaction of timer outputs failed (%r); retried later", exc)
-            await self._new_producer()
-            return False
+        if offsets:  # a batch's commit (timer outputs commit no offsets)
+            self._metrics.commit_seconds.observe(time.perf_counter() - started)
         for ack in acks:
             self._metrics.produced.labels(topic=self._logical(ack.output.topic)).inc()
         await self._processor.committed(acks)
         return True
 
     async def _report_lag(self, consumer: Any) -> frozenset[tuple[str, int]]:
-        """Lag of each assigned partition: its last stable offset (read_committed: transaction
-        markers are not records) minus the next offset to consume, as of the last fetch.
-        Returns the partitions read to that end."""
-        from aiokafka.errors import IllegalStateError
-
-        ready: set[tuple[str, int]] = set()
-        for tp in consumer.assignment():
-            end = consumer.last_stable_offset(tp)
-            if end is None:
-                end = consumer.highwater(tp)
-            if end is None:
-                continue  # nothing fetched yet
-            try:
-                position = await consumer.position(tp)
-            except IllegalStateError:
-                log.debug("%s revoked while reporting lag", tp)
-                continue
-            self._metrics.lag.labels(
-                topic=self._logical(tp.topic), partition=str(tp.partition)
-            ).set(max(0, end - position))
-            if position >= end:
-                ready.add((tp.topic, tp.partition))
-        return frozenset(ready)
+        """Lag of each assigned partition (`gpufailover.offsets`: its last stable offset minus
+        the next offset to consume, as of the last fetch). Returns the partitions read to that
+        end."""
+        probe = PartitionProbe()
+        await probe.refresh(consumer, consumer.assignment())
+        for topic, partition, behind in probe.lags():
+            self._metrics.lag.labels(topic=self._logical(topic), partition=str(partition)).set(
+                behind
+            )
+        return probe.read_to_end()
 
     async def _publish(self, outputs: list[Output], offsets: dict[Any, int]) -> list[Ack]:
         futures = []

@@ -7,6 +7,7 @@ from typing import Any
 
 from consumers.runtime.records import InRecord
 from gpufailover.kafka import make_consumer, make_producer, partitions_of
+from gpufailover.offsets import behind
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 
 _POLL_MS = 200
@@ -34,7 +35,7 @@ async def read_to_end(
         await consumer.seek_to_beginning(*tps)
         ends: dict[Any, int] = await consumer.end_offsets(tps)
         out: list[InRecord] = []
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+        while await behind(consumer, ends):
             batch = await consumer.getmany(*tps, timeout_ms=_POLL_MS)
             for tp, records in batch.items():
                 out.extend(InRecord.from_consumer(r) for r in records if r.offset < ends[tp])

@@ -33,10 +33,13 @@ CLASSIFIER_GROUPS = (
         "producing (faust/aiokafka producer, socket writes)",
         r"Sender\.|AIOKafkaClient\.send|Producer\.send|ProducerBuffer|MessageAccumulator"
         r"|AIOKafkaProducer|publish_message|_SelectorSocketTransport\.write"
-        r"|build_app\.<locals>\.send ",
+        r"|Outputs\.send ",
     ),
     ("decode + engine (NodeGlue/JobGlue)", r"NodeGlue\.|JobGlue\."),
-    ("per-record code in drive() (bookkeeping)", r"build_app\.<locals>\.(drive|lagging|logical)"),
+    (
+        "per-record code in AgentDriver (bookkeeping)",
+        r"AgentDriver\.|AgentProgress\.|TopicLabels\.",
+    ),
     ("faust/mode per-record machinery", r"faust/|mode/"),
 )
 PRESETS = {"classifier": CLASSIFIER_GROUPS}

@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from deploy.kafka_admin import admin_client
 from deploy.topics import SPECS, TopicNames
+from gpufailover import offsets
 from gpufailover.chaos.check import WALL_MS, BadRecord, Observed
 from gpufailover.chaos.workload import Record
 
@@ -166,8 +167,9 @@ async def pipeline_lag(
             committed = await admin.list_consumer_group_offsets(group)
             read = {tp.topic for tp in committed}
             behind = {
-                f"{names.logical(tp.topic)}[{tp.partition}]": end
-                - (committed[tp].offset if tp in committed else 0)
+                f"{names.logical(tp.topic)}[{tp.partition}]": offsets.lag(
+                    end, committed[tp].offset if tp in committed else 0
+                )
                 for tp, end in ends.items()
                 if tp.topic in read
             }

@@ -51,6 +51,7 @@ async def published_events(
     from aiokafka import TopicPartition
 
     from gpufailover.kafka import make_consumer
+    from gpufailover.offsets import behind
 
     parts = (await partitions_of(bootstrap, [topic], security=security))[topic]
     consumer = make_consumer(
@@ -63,7 +64,7 @@ async def published_events(
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends: dict[Any, int] = await consumer.end_offsets(tps)
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+        while await behind(consumer, ends):
             batch = await consumer.getmany(*tps, timeout_ms=200)
             for records in batch.values():
                 for r in records:

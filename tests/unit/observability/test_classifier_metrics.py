@@ -144,8 +144,8 @@ def test_signal_filter_counts_xids_and_conditions_it_decodes_and_not_malformed_o
 
 
 def test_dead_letter_kind_is_read_from_the_dead_letter_record() -> None:
-    from streams.app import _error_kind
+    from streams.agent_driver import error_kind
 
-    assert _error_kind(orjson.dumps({"error_kind": "schema"})) == "schema"
-    assert _error_kind(b"[]") == "unknown"
-    assert _error_kind(b"{") == "unknown"
+    assert error_kind(orjson.dumps({"error_kind": "schema"})) == "schema"
+    assert error_kind(b"[]") == "unknown"
+    assert error_kind(b"{") == "unknown"

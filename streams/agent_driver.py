@@ -1,0 +1,164 @@
+"""One faust agent's loop: each record through its glue, its outputs sent and acknowledged by
+the broker, and only then its table changes written.
+
+Outputs before state: a worker killed between the two restarts from the old state and sends
+the same outputs again under the same keys (applied once downstream); the other order could
+persist "decided" and lose the decision (RELIABILITY.md: the chaos run's lost decision).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import faust.exceptions
+import orjson
+from aiokafka.errors import KafkaError
+
+from deploy.topics import TopicNames
+from gpufailover.offsets import AgentProgress
+from streams.glue import NodeGlue, Out, dead_letter
+from streams.job_glue import JobGlue
+from streams.metrics import ClassifierMetrics
+from streams.tables import WriteBack
+
+log = logging.getLogger("gpufailover.classifier")
+
+
+class TopicLabels:
+    """Real topic name -> its logical name (the metrics' label); a topic outside the catalog
+    keeps its real name. Cached: asked for every record."""
+
+    def __init__(self, names: TopicNames) -> None:
+        self._names = names
+        self._logical: dict[str, str] = {}
+
+    def __call__(self, real: str) -> str:
+        name = self._logical.get(real)
+        if name is None:
+            try:
+                name = self._names.logical(real)
+            except KeyError:
+                name = real
+            self._logical[real] = name
+        return name
+
+
+class Outputs:
+    """The worker's output topics, each declared once (`topic` declares one), and sends."""
+
+    def __init__(
+        self,
+        topic: Callable[[str], Any],
+        declared: Iterable[str],
+        metrics: ClassifierMetrics,
+        label: TopicLabels,
+    ) -> None:
+        self._topic = topic
+        self._topics: dict[str, Any] = {real: topic(real) for real in declared}
+        self._metrics = metrics
+        self._label = label
+
+    def __getitem__(self, real: str) -> Any:
+        return self._topics[real]
+
+    async def send(self, out: Out) -> Awaitable[Any]:
+        """Queue `out` with the producer; the result resolves once the broker has it."""
+        target = self._topics.get(out.topic)
+        if target is None:
+            target = self._topics[out.topic] = self._topic(out.topic)
+        delivered = await target.send(key=out.key, value=out.value, partition=out.partition)
+        self._metrics.sent(self._label(out.topic))
+        return cast("Awaitable[Any]", delivered)
+
+
+@dataclass
+class AgentDriver:
+    """Drives one agent's stream through `glue`, whose table changes `tables` hold until
+    the outputs of the record are acknowledged."""
+
+    agent: str  # "node" or "job": the metrics' label, the dead letters' component
+    glue: NodeGlue | JobGlue
+    tables: Sequence[WriteBack[Any]]
+    inputs: Iterable[str]
+    outputs: Outputs
+    progress: AgentProgress
+    metrics: ClassifierMetrics
+    names: TopicNames
+    label: TopicLabels
+    dlqs: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        names = self.names
+        self.dlqs = frozenset(names.dlq(real) for real in self.inputs if names.spec(real).dlq)
+
+    async def run(self, stream: Any) -> None:
+        async for event in stream.events():
+            await self.handle(event.message)
+
+    async def handle(self, msg: Any) -> None:
+        self.progress.processed(msg.tp, msg.offset)
+        results = self._results(msg)
+        delivered = [await self.outputs.send(out) for out in results]
+        if delivered:
+            await asyncio.gather(*delivered)
+        for state in self.tables:
+            state.flush()  # only now: outputs before state
+        self._count(msg, results)
+
+    def _results(self, msg: Any) -> list[Out]:
+        """The glue's outputs for `msg`, or its dead letter when handling it failed."""
+        try:
+            return self.glue.handle(msg.topic, msg.partition, msg.offset, msg.key, msg.value)
+        except (faust.exceptions.FaustError, KafkaError):
+            self._discard()
+            # The framework or the broker failed (e.g. a changelog not ready yet): not the
+            # record's fault. Crash the agent (CrashingSupervisor stops the worker) so the
+            # record is processed again after a restart instead of being dead-lettered.
+            log.exception("Kafka/faust error at %s[%d]@%d", msg.topic, msg.partition, msg.offset)
+            raise
+        except Exception as exc:
+            self._discard()
+            log.exception("processing %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
+            bad = dead_letter(
+                self.names,
+                msg.topic,
+                msg.partition,
+                msg.offset,
+                msg.key,
+                msg.value,
+                f"{type(exc).__name__}: {exc}",
+                "process",
+                f"{self.agent}-agent",
+            )
+            return [bad] if bad else []
+
+    def _discard(self) -> None:
+        for state in self.tables:
+            state.discard()
+
+    def _count(self, msg: Any, results: list[Out]) -> None:
+        metrics = self.metrics
+        for out in results:
+            if out.decision is not None:
+                metrics.decision(out.decision)
+            elif out.alert is not None:
+                metrics.alert(out.alert)
+            elif out.topic in self.dlqs:
+                metrics.dead_letter(self.label(msg.topic), error_kind(out.value))
+        glue = self.glue
+        if isinstance(glue, NodeGlue) and msg.partition in glue.sides:
+            metrics.watermark_at(msg.partition, glue.sides[msg.partition].clock.watermark)
+        metrics.record(self.label(msg.topic), self.agent)
+
+
+def error_kind(dlq_value: bytes) -> str:
+    """The `error_kind` of a dead letter (our own record: see `streams.glue.dead_letter`)."""
+    try:
+        kind = orjson.loads(dlq_value).get("error_kind")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "unknown"
+    return str(kind)
