@@ -66,7 +66,7 @@ from deploy.kafka_admin import KafkaUnavailableError, cluster_broker_ids, run_sy
 from deploy.kafka_jars import KAFKA_VERSION, resolve_jars
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 
-__all__ = ["Broker", "BrokerError", "PortInUseError", "running_bootstrap", "running_broker"]
+__all__ = ["Broker", "BrokerError", "PortInUseError", "running_broker"]
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +249,8 @@ class Broker:
             "bootstrap": self.bootstrap,
             "pid": self.pid,
             "run_dir": str(self.run_dir),
+            # what the kernel checks a live pid against (gpufailover/local_broker.py)
+            "server_properties": str(self.files.server_properties),
             "data_dir": str(self.data_dir),
             "log_path": str(self.log_path),
             "console_path": str(self.console_path),
@@ -346,14 +348,6 @@ def _redacted(text: str, material: SecureFiles) -> str:
     for user in USERS:
         text = text.replace(material.password(user), "***")
     return text
-
-
-def running_bootstrap() -> str | None:
-    """Bootstrap of the broker `gpufailover broker start` left running, if any."""
-    from deploy.broker_state import live_state_broker  # deferred: broker_state imports us
-
-    broker = live_state_broker()
-    return broker.bootstrap if broker is not None else None
 
 
 @contextmanager

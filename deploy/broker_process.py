@@ -14,6 +14,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from deploy.broker_config import BrokerFiles
+from gpufailover.local_broker import process_runs
 
 log = logging.getLogger(__name__)
 
@@ -107,20 +108,7 @@ def jvm_alive(pid: int, files: BrokerFiles, child: subprocess.Popen[bytes] | Non
     """Whether `pid` is alive and still the JVM of this run directory (not a reused pid)."""
     if child is not None:
         return child.poll() is None
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if cmdline.parent.parent.exists():  # Linux: check what the pid runs now
-        try:
-            args = cmdline.read_bytes().split(b"\0")
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        return str(files.server_properties).encode() in args
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return process_runs(pid, str(files.server_properties))
 
 
 def signal_group(pid: int, sig: signal.Signals) -> None:

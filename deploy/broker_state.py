@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from deploy.broker import Broker, BrokerError
+from gpufailover.local_broker import STATE_FILE
 from gpufailover.settings import state_dir
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ class BrokerStateError(RuntimeError):
 
 def state_path() -> Path:
     """`$GPUFAILOVER_STATE_DIR/broker.json` (default ~/.cache/gpufailover/broker.json)."""
-    return state_dir() / "broker.json"
+    return state_dir() / STATE_FILE
 
 
 def runs_dir() -> Path:
@@ -96,3 +97,9 @@ def live_state_broker() -> Broker | None:
     if broker is not None and broker.is_running():
         return broker
     return None
+
+
+def running_bootstrap() -> str | None:
+    """Bootstrap of the broker `gpufailover broker start` left running, if any."""
+    broker = live_state_broker()
+    return broker.bootstrap if broker is not None else None

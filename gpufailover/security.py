@@ -16,32 +16,67 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufailover import settings as declare
+from gpufailover.settings import setting
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 DEFAULT_MECHANISM = "SCRAM-SHA-512"
 
-# (flag, env var, help): the one place these options are documented.
-OPTIONS: tuple[tuple[str, str, str], ...] = (
-    (
-        "--security-protocol",
-        "GPUFAILOVER_SECURITY_PROTOCOL",
-        f"Kafka security protocol: {', '.join(PROTOCOLS)} (default PLAINTEXT)",
-    ),
-    (
-        "--sasl-mechanism",
-        "GPUFAILOVER_SASL_MECHANISM",
-        f"SASL mechanism: {', '.join(MECHANISMS)} (default {DEFAULT_MECHANISM})",
-    ),
-    ("--sasl-username", "GPUFAILOVER_SASL_USERNAME", "SASL user name (the principal)"),
-    (
-        "--sasl-password-file",
-        "GPUFAILOVER_SASL_PASSWORD_FILE",
-        "file holding the SASL password (or env GPUFAILOVER_SASL_PASSWORD; never a flag value)",
-    ),
-    ("--ssl-cafile", "GPUFAILOVER_SSL_CAFILE", "CA bundle that signed the broker certificate"),
-    ("--ssl-certfile", "GPUFAILOVER_SSL_CERTFILE", "client certificate (SSL client auth)"),
-    ("--ssl-keyfile", "GPUFAILOVER_SSL_KEYFILE", "client private key (SSL client auth)"),
-)
+
+@dataclass(frozen=True)
+class SecurityOptions:
+    """The security flags and env vars, as declared; `KafkaSecurity.build` reads them."""
+
+    security_protocol: str = setting(
+        "PLAINTEXT",
+        env="GPUFAILOVER_SECURITY_PROTOCOL",
+        flag="--security-protocol",
+        help="Kafka security protocol",
+        choices=PROTOCOLS,
+        convert=str.upper,
+        label="security protocol",
+    )
+    sasl_mechanism: str = setting(
+        DEFAULT_MECHANISM,
+        env="GPUFAILOVER_SASL_MECHANISM",
+        flag="--sasl-mechanism",
+        help="SASL mechanism",
+        choices=MECHANISMS,
+        convert=str.upper,
+        label="SASL mechanism",
+    )
+    sasl_username: str = setting(
+        "",
+        env="GPUFAILOVER_SASL_USERNAME",
+        flag="--sasl-username",
+        help="SASL user name (the principal)",
+    )
+    sasl_password_file: str = setting(
+        "",
+        env="GPUFAILOVER_SASL_PASSWORD_FILE",
+        flag="--sasl-password-file",
+        help="file holding the SASL password (or env GPUFAILOVER_SASL_PASSWORD; never a flag "
+        "value)",
+    )
+    ssl_cafile: str = setting(
+        "",
+        env="GPUFAILOVER_SSL_CAFILE",
+        flag="--ssl-cafile",
+        help="CA bundle that signed the broker certificate",
+    )
+    ssl_certfile: str = setting(
+        "",
+        env="GPUFAILOVER_SSL_CERTFILE",
+        flag="--ssl-certfile",
+        help="client certificate (SSL client auth)",
+    )
+    ssl_keyfile: str = setting(
+        "",
+        env="GPUFAILOVER_SSL_KEYFILE",
+        flag="--ssl-keyfile",
+        help="client private key (SSL client auth)",
+    )
 
 
 class SecurityConfigError(ValueError):
@@ -147,23 +182,19 @@ class KafkaSecurity:
     def build(args: argparse.Namespace | None = None) -> KafkaSecurity:
         """Flags first, then env vars; SecurityConfigError when they do not fit."""
 
-        def pick(flag: str, env: str) -> str | None:
-            value = getattr(args, flag.lstrip("-").replace("-", "_"), None) if args else None
-            return value if value else (os.environ.get(env) or None)
-
-        values = {flag: pick(flag, env) for flag, env, _ in OPTIONS}
-        protocol = (values["--security-protocol"] or "PLAINTEXT").upper()
+        given = declare.resolve(SecurityOptions, args)
+        protocol = given.security_protocol or "PLAINTEXT"
         # Read only when used: manifests may wire a role's (optional) secret file everywhere
         # and let the protocol decide.
         sasl = protocol.startswith("SASL_")
         return KafkaSecurity(
             protocol=protocol,
-            mechanism=(values["--sasl-mechanism"] or DEFAULT_MECHANISM).upper(),
-            username=values["--sasl-username"] if sasl else None,
-            password=_read_password(values["--sasl-password-file"]) if sasl else None,
-            cafile=values["--ssl-cafile"],
-            certfile=values["--ssl-certfile"],
-            keyfile=values["--ssl-keyfile"],
+            mechanism=given.sasl_mechanism or DEFAULT_MECHANISM,
+            username=(given.sasl_username or None) if sasl else None,
+            password=_read_password(given.sasl_password_file or None) if sasl else None,
+            cafile=given.ssl_cafile or None,
+            certfile=given.ssl_certfile or None,
+            keyfile=given.ssl_keyfile or None,
         )
 
 
@@ -194,15 +225,8 @@ class _RefusePassword(argparse.Action):
 def add_security_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     """The security flags (`suppress`: on a sub-action's parser, not clobbering the parent's)."""
     parser.add_argument("--sasl-password", action=_RefusePassword, help=argparse.SUPPRESS)
-    choices = {"--security-protocol": PROTOCOLS, "--sasl-mechanism": MECHANISMS}
-    for flag, env, text in OPTIONS:
-        parser.add_argument(
-            flag,
-            type=str.upper if flag in choices else str,
-            choices=choices.get(flag),
-            default=argparse.SUPPRESS if suppress else None,
-            help=f"{text} (env {env})",
-        )
+    # Documented once for all commands (docs/settings.md), not in every command's table.
+    declare.add_arguments(parser, SecurityOptions, suppress=suppress, document=False)
 
 
 def operator_identity(security: KafkaSecurity) -> str:

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from gpufailover import settings as declare
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
 from gpufailover.settings import (
+    BOOTSTRAP_DEFAULT_TEXT,
     BOOTSTRAP_HELP,
     DEFAULT_METRICS_HOST,
-    env_bool,
-    env_float,
-    env_int,
-    env_str,
-    metrics_host,
+    setting,
     state_dir,
 )
 from producers.health import HealthThresholds
@@ -30,27 +26,118 @@ NO_SPOOL = "none"
 DEFAULT_SPOOL_MAX_BYTES = 64 << 20
 
 
+_E = "GPUFAILOVER_AGENT_"
+_D = HealthThresholds()
+
+
 @dataclass(frozen=True)
 class AgentSettings:
-    node: str
-    source: str
-    bootstrap: str | None = None
-    topic_prefix: str | None = None
-    from_start: bool = False
-    sample_interval_s: float = 10.0
-    dedup_window_s: float = 60.0
-    buffer_size: int = 10_000
-    metrics_port: int = 0
-    drain_timeout_s: float = 10.0
-    spool_dir: str = ""  # "" = the default under the state dir; "none" = in memory
-    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES
-    spool_sync: str = "normal"
-    kmsg_path: str = "/dev/kmsg"
+    node: str = setting(
+        "",
+        env=f"{_E}NODE",
+        flag="--node",
+        help="node name, the record key",
+        shown_default="the host name",
+    )
+    source: str = setting(
+        "nvml", env=f"{_E}SOURCE", flag="--source", help="nvml | kmsg | journal | file:PATH"
+    )
+    bootstrap: str | None = setting(
+        None,
+        env="GPUFAILOVER_BOOTSTRAP",
+        flag="--bootstrap",
+        kind=str,
+        help=BOOTSTRAP_HELP,
+        plain_help=True,
+        shown_default=BOOTSTRAP_DEFAULT_TEXT,
+    )
+    topic_prefix: str | None = setting(
+        None,
+        env="GPUFAILOVER_TOPIC_PREFIX",
+        flag="--topic-prefix",
+        kind=str,
+        help="topic name prefix",
+    )
+    from_start: bool = setting(
+        False,
+        env=f"{_E}FROM_START",
+        flag="--from-start",
+        help="kernel-log sources: read what is there already instead of starting at the end",
+    )
+    sample_interval_s: float = setting(
+        10.0, env=f"{_E}SAMPLE_INTERVAL_S", flag="--interval", help="NVML health sampling period, s"
+    )
+    dedup_window_s: float = setting(
+        60.0,
+        env=f"{_E}DEDUP_WINDOW_S",
+        flag="--dedup-window",
+        help="fold repeats of an XID on a GPU within this many s; 0 = off",
+    )
+    buffer_size: int = setting(
+        10_000,
+        env=f"{_E}BUFFER_SIZE",
+        flag="--buffer-size",
+        help="events kept in the spool while the broker is unreachable; the oldest are evicted "
+        "beyond it",
+    )
+    metrics_port: int = setting(
+        0, env=f"{_E}METRICS_PORT", flag="--metrics-port", help="Prometheus /metrics port, 0 = off"
+    )
+    drain_timeout_s: float = setting(
+        10.0,
+        env=f"{_E}DRAIN_TIMEOUT_S",
+        flag="--drain-timeout",
+        help="s to deliver spooled events on shutdown while connected; with the broker "
+        "unreachable the agent stops at once (the spool keeps them)",
+    )
+    spool_dir: str = setting(  # "" = the default under the state dir; "none" = in memory
+        "",
+        env=f"{_E}SPOOL_DIR",
+        flag="--spool-dir",
+        help="directory of the on-disk spool of events not yet acknowledged (and the /dev/kmsg "
+        "cursor); 'none' keeps them in memory, lost on restart",
+        shown_default="$GPUFAILOVER_STATE_DIR/agent-spool",
+    )
+    spool_max_bytes: int = setting(
+        DEFAULT_SPOOL_MAX_BYTES,
+        env=f"{_E}SPOOL_MAX_BYTES",
+        flag="--spool-max-bytes",
+        help="byte cap of the spool, oldest evicted beyond it",
+    )
+    spool_sync: str = setting(
+        "normal",
+        env=f"{_E}SPOOL_SYNC",
+        flag="--spool-sync",
+        help="normal: spooled events survive the agent's crash; full: also the host's power "
+        "loss, one fsync per write",
+    )
+    kmsg_path: str = setting(
+        "/dev/kmsg",
+        env=f"{_E}KMSG_PATH",
+        flag="--kmsg-path",
+        help="the kernel log device of --source kmsg",
+    )
     thresholds: HealthThresholds = field(default_factory=HealthThresholds)
-    metrics_host: str = DEFAULT_METRICS_HOST
+    metrics_host: str = setting(
+        DEFAULT_METRICS_HOST,
+        env="GPUFAILOVER_METRICS_HOST",
+        flag="--metrics-host",
+        help="address the metrics server binds (0.0.0.0 lets a Prometheus elsewhere scrape it)",
+    )
     security: KafkaSecurity = PLAINTEXT
-    heartbeat_interval_s: float = DEFAULT_HEARTBEAT_S
-    nvml_hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S
+    heartbeat_interval_s: float = setting(
+        DEFAULT_HEARTBEAT_S,
+        env=f"{_E}HEARTBEAT_INTERVAL_S",
+        flag="--heartbeat-interval",
+        help="s between the agent's heartbeats on gpu.health; keep it equal to the policy's "
+        "silent_node.heartbeat_interval_s",
+    )
+    nvml_hang_timeout_s: float = setting(
+        DEFAULT_HANG_TIMEOUT_S,
+        env=f"{_E}NVML_HANG_TIMEOUT_S",
+        flag="--nvml-hang-timeout",
+        help="s an NVML call may run before the node reports nvml_hung",
+    )
 
     def __post_init__(self) -> None:
         if not self.node:
@@ -94,122 +181,57 @@ class AgentSettings:
         return None
 
 
+@dataclass(frozen=True)
+class ThresholdOptions:
+    """The agent's flags and env vars for `HealthThresholds` (which stays a plain value)."""
+
+    pcie_replays_per_min: float = setting(
+        _D.pcie_replays_per_min,
+        env=f"{_E}PCIE_REPLAYS_PER_MIN",
+        flag="--pcie-replays-per-min",
+        help="PCIe replays/min above which 'pcie' fires",
+    )
+    nvlink_errors_per_min: float = setting(
+        _D.nvlink_errors_per_min,
+        env=f"{_E}NVLINK_ERRORS_PER_MIN",
+        flag="--nvlink-errors-per-min",
+        help="NVLink errors/min above which 'nvlink' fires",
+    )
+    ecc_correctable_per_min: float = setting(
+        _D.ecc_correctable_per_min,
+        env=f"{_E}ECC_CORRECTABLE_PER_MIN",
+        flag="--ecc-correctable-per-min",
+        help="corrected-ECC rate above which 'ecc_correctable_rate' fires",
+    )
+    throttle_sustain_s: float = setting(
+        _D.throttle_sustain_s,
+        env=f"{_E}THROTTLE_SUSTAIN_S",
+        flag="--throttle-sustain",
+        help="s of HW/thermal clock throttling before 'throttle'",
+    )
+    clear_after_s: float = setting(
+        _D.clear_after_s,
+        env=f"{_E}CLEAR_AFTER_S",
+        flag="--clear-after",
+        help="s a condition must stay quiet before it clears",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = HealthThresholds()
-    env = "env GPUFAILOVER_AGENT_"
-    options: list[tuple[str, Callable[[str], Any], str]] = [
-        ("--source", str, f"nvml | kmsg | journal | file:PATH ({env}SOURCE, default nvml)"),
-        ("--node", str, f"node name, the record key ({env}NODE, default: hostname)"),
-        ("--bootstrap", str, BOOTSTRAP_HELP),
-        ("--topic-prefix", str, "topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)"),
-        ("--interval", float, f"NVML health sampling period, s ({env}SAMPLE_INTERVAL_S, 10)"),
-        ("--dedup-window", float, f"fold repeats of an XID on a GPU within this many s; 0 = off "
-                                  f"({env}DEDUP_WINDOW_S, 60)"),
-        ("--buffer-size", int, f"events kept in the spool while the broker is unreachable; the "
-                               f"oldest are evicted beyond it ({env}BUFFER_SIZE, 10000)"),
-        ("--spool-dir", str, f"directory of the on-disk spool of events not yet acknowledged "
-                             f"(and the /dev/kmsg cursor); 'none' keeps them in memory, lost on "
-                             f"restart ({env}SPOOL_DIR, default "
-                             f"$GPUFAILOVER_STATE_DIR/agent-spool)"),
-        ("--spool-max-bytes", int, f"byte cap of the spool, oldest evicted beyond it "
-                                   f"({env}SPOOL_MAX_BYTES, {DEFAULT_SPOOL_MAX_BYTES})"),
-        ("--spool-sync", str, f"normal: spooled events survive the agent's crash; full: also "
-                              f"the host's power loss, one fsync per write ({env}SPOOL_SYNC, "
-                              f"normal)"),
-        ("--kmsg-path", str, f"the kernel log device of --source kmsg ({env}KMSG_PATH, "
-                             f"/dev/kmsg)"),
-        ("--heartbeat-interval", float, f"s between the agent's heartbeats on gpu.health; keep "
-                                        f"it equal to the policy's silent_node."
-                                        f"heartbeat_interval_s ({env}HEARTBEAT_INTERVAL_S, "
-                                        f"{DEFAULT_HEARTBEAT_S:g})"),
-        ("--nvml-hang-timeout", float, f"s an NVML call may run before the node reports "
-                                       f"nvml_hung ({env}NVML_HANG_TIMEOUT_S, "
-                                       f"{DEFAULT_HANG_TIMEOUT_S:g})"),
-        ("--metrics-port", int, f"Prometheus /metrics port, 0 = off ({env}METRICS_PORT, 0)"),
-        ("--drain-timeout", float, f"s to deliver spooled events on shutdown while connected; "
-                                   f"with the broker unreachable the agent stops at once "
-                                   f"(the spool keeps them) ({env}DRAIN_TIMEOUT_S, 10)"),
-        ("--pcie-replays-per-min", float, f"PCIe replays/min above which 'pcie' fires "
-                                          f"({env}PCIE_REPLAYS_PER_MIN, "
-                                          f"{d.pcie_replays_per_min:g})"),
-        ("--nvlink-errors-per-min", float, f"NVLink errors/min above which 'nvlink' fires "
-                                           f"({env}NVLINK_ERRORS_PER_MIN, "
-                                           f"{d.nvlink_errors_per_min:g})"),
-        ("--ecc-correctable-per-min", float, f"corrected-ECC rate above which "
-                                             f"'ecc_correctable_rate' fires ({env}ECC_CORRECTABLE_"
-                                             f"PER_MIN, {d.ecc_correctable_per_min:g})"),
-        ("--throttle-sustain", float, f"s of HW/thermal clock throttling before 'throttle' "
-                                      f"({env}THROTTLE_SUSTAIN_S, {d.throttle_sustain_s:g})"),
-        ("--clear-after", float, f"s a condition must stay quiet before it clears "
-                                 f"({env}CLEAR_AFTER_S, {d.clear_after_s:g})"),
-    ]  # fmt: skip
-    for flag, kind, text in options:
-        parser.add_argument(flag, type=kind, default=None, help=text)
-    parser.add_argument(
-        "--from-start",
-        action="store_true",
-        default=None,
-        help="kernel-log sources: read what is there already instead of starting at the end "
-        f"({env}FROM_START)",
-    )
-    parser.add_argument(
-        "--metrics-host",
-        default=None,
-        help="address the metrics server binds (env GPUFAILOVER_METRICS_HOST, default "
-        f"{DEFAULT_METRICS_HOST}; 0.0.0.0 lets a Prometheus elsewhere scrape it)",
-    )
+    declare.add_arguments(parser, AgentSettings)
+    declare.add_arguments(parser, ThresholdOptions)
     add_security_arguments(parser)
 
 
-def _float(flag: float | None, env: str, default: float) -> float:
-    return flag if flag is not None else env_float(env, default)
-
-
-def _int(flag: int | None, env: str, default: int) -> int:
-    return flag if flag is not None else env_int(env, default)
-
-
 def settings_from_args(args: argparse.Namespace) -> AgentSettings:
-    """ValueError (or SystemExit from an env reader) on a bad value."""
-    d = HealthThresholds()
-    e = "GPUFAILOVER_AGENT_"
-    thresholds = HealthThresholds(
-        pcie_replays_per_min=_float(
-            args.pcie_replays_per_min, e + "PCIE_REPLAYS_PER_MIN", d.pcie_replays_per_min
-        ),
-        nvlink_errors_per_min=_float(
-            args.nvlink_errors_per_min, e + "NVLINK_ERRORS_PER_MIN", d.nvlink_errors_per_min
-        ),
-        ecc_correctable_per_min=_float(
-            args.ecc_correctable_per_min, e + "ECC_CORRECTABLE_PER_MIN", d.ecc_correctable_per_min
-        ),
-        throttle_sustain_s=_float(
-            args.throttle_sustain, e + "THROTTLE_SUSTAIN_S", d.throttle_sustain_s
-        ),
-        clear_after_s=_float(args.clear_after, e + "CLEAR_AFTER_S", d.clear_after_s),
-    )
+    """ValueError (or SystemExit naming a bad env var) on a bad value."""
+    given = declare.values(AgentSettings, args)
     return AgentSettings(
-        node=args.node or env_str(e + "NODE", "") or socket.gethostname(),
-        source=args.source or env_str(e + "SOURCE", "nvml"),
-        bootstrap=args.bootstrap,
-        topic_prefix=args.topic_prefix,
-        from_start=bool(args.from_start) or env_bool(e + "FROM_START", False),
-        sample_interval_s=_float(args.interval, e + "SAMPLE_INTERVAL_S", 10.0),
-        dedup_window_s=_float(args.dedup_window, e + "DEDUP_WINDOW_S", 60.0),
-        buffer_size=_int(args.buffer_size, e + "BUFFER_SIZE", 10_000),
-        metrics_port=_int(args.metrics_port, e + "METRICS_PORT", 0),
-        drain_timeout_s=_float(args.drain_timeout, e + "DRAIN_TIMEOUT_S", 10.0),
-        spool_dir=args.spool_dir or env_str(e + "SPOOL_DIR", ""),
-        spool_max_bytes=_int(args.spool_max_bytes, e + "SPOOL_MAX_BYTES", DEFAULT_SPOOL_MAX_BYTES),
-        spool_sync=args.spool_sync or env_str(e + "SPOOL_SYNC", "normal"),
-        kmsg_path=args.kmsg_path or env_str(e + "KMSG_PATH", "/dev/kmsg"),
-        thresholds=thresholds,
-        metrics_host=args.metrics_host or metrics_host(),
+        **{
+            **given,
+            "node": given["node"] or socket.gethostname(),
+            "metrics_host": given["metrics_host"] or DEFAULT_METRICS_HOST,
+        },
+        thresholds=HealthThresholds(**declare.values(ThresholdOptions, args)),
         security=KafkaSecurity.build(args),
-        heartbeat_interval_s=_float(
-            args.heartbeat_interval, e + "HEARTBEAT_INTERVAL_S", DEFAULT_HEARTBEAT_S
-        ),
-        nvml_hang_timeout_s=_float(
-            args.nvml_hang_timeout, e + "NVML_HANG_TIMEOUT_S", DEFAULT_HANG_TIMEOUT_S
-        ),
     )

@@ -25,9 +25,10 @@ from typing import Any
 
 from consumers.runtime.records import InRecord, now_ms
 from consumers.runtime.tail import TopicTail
+from gpufailover import settings as declare
 from gpufailover.backoff import Backoff
 from gpufailover.security import PLAINTEXT, KafkaSecurity
-from gpufailover.settings import env_bool, env_float, env_str
+from gpufailover.settings import setting
 from producers.spool import Outgoing
 from producers.validation import AUTO, Outcome, resolve, validate
 from schemas.codec import dumps, loads
@@ -53,36 +54,43 @@ class GateSettings:
     timeout_s: float = 900.0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--validate-command",
-        help="what a validation runs on this node, exit 0 = pass (env "
-        f"{_E}VALIDATE_COMMAND; default with --source nvml: `auto`, i.e. `dcgmi diag -r 2` "
-        "when dcgmi is installed, else a built-in NVML self-check); giving one turns the "
+@dataclass(frozen=True)
+class GateOptions:
+    """The validation gate's flags and env vars, as declared."""
+
+    validate_command: str = setting(
+        "",
+        env=f"{_E}VALIDATE_COMMAND",
+        flag="--validate-command",
+        help="what a validation runs on this node, exit 0 = pass; giving one turns the "
         "validation gate on for any source",
+        shown_default="with --source nvml: `auto`, i.e. `dcgmi diag -r 2` when dcgmi is "
+        "installed, else a built-in NVML self-check",
     )
-    parser.add_argument(
-        "--validate-timeout-s",
-        type=float,
-        help=f"a validation running longer fails (env {_E}VALIDATE_TIMEOUT_S, default 900)",
+    validate_timeout_s: float = setting(
+        900.0,
+        env=f"{_E}VALIDATE_TIMEOUT_S",
+        flag="--validate-timeout-s",
+        help="a validation running longer fails",
     )
-    parser.add_argument(
-        "--no-validation",
-        action="store_true",
-        default=None,
-        help=f"do not follow nodes.validate nor send repair signals (env {_E}NO_VALIDATION)",
+    no_validation: bool = setting(
+        False,
+        env=f"{_E}NO_VALIDATION",
+        flag="--no-validation",
+        help="do not follow nodes.validate nor send repair signals",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    declare.add_arguments(parser, GateOptions)
 
 
 def gate_settings(args: argparse.Namespace, source: str) -> GateSettings:
-    command = getattr(args, "validate_command", None) or env_str(f"{_E}VALIDATE_COMMAND", "")
-    off = getattr(args, "no_validation", None) or env_bool(f"{_E}NO_VALIDATION", False)
-    timeout = getattr(args, "validate_timeout_s", None) or env_float(
-        f"{_E}VALIDATE_TIMEOUT_S", 900.0
-    )
+    options = declare.resolve(GateOptions, args)
+    command, timeout = options.validate_command, options.validate_timeout_s
     if timeout <= 0:
         raise ValueError(f"--validate-timeout-s must be > 0, got {timeout}")
-    enabled = not off and (bool(command) or source == "nvml")
+    enabled = not options.no_validation and (bool(command) or source == "nvml")
     if command:
         resolve(command)  # ValueError now, not when the first request comes
     return GateSettings(enabled, command or AUTO, timeout)

@@ -15,12 +15,167 @@ from consumers.quarantine.k8s_node import (
     TaintSpec,
 )
 from consumers.quarantine.lifecycle import LifecyclePolicy
-from consumers.runtime.config import CommonSettings, add_common_arguments, flag
-from gpufailover import settings as env
+from consumers.runtime.config import CommonSettings, add_common_arguments
+from gpufailover import settings as declare
 from gpufailover.backoff import Backoff
+from gpufailover.settings import resolve, setting
 
 SERVICE = "quarantine"
 _E = "GPUFAILOVER_QUARANTINE_"
+DEFAULT_MAX_SHARE: float = BreakerConfig.max_share
+
+
+@dataclass(frozen=True)
+class QuarantineOptions:
+    """The quarantine service's own options as declared; `QuarantineSettings` is built from them."""
+
+    policy: str = setting(
+        "",
+        env="GPUFAILOVER_POLICY",
+        flag="--policy",
+        help="policy JSON file: its lemon_*, auto_release, validate_on_repair and "
+        "max_validations_per_episode keys",
+        shown_default="the shipped policy",
+    )
+    dry_run: bool = setting(
+        False,
+        env=f"{_E}DRY_RUN",
+        flag="--dry-run",
+        help="publish what would be done to failover.alerts, write no quarantine record and "
+        "call no actuator",
+    )
+    actuator: str = setting(
+        "log",
+        env=f"{_E}ACTUATOR",
+        flag="--actuator",
+        choices=ACTUATORS,
+        help="what a quarantine does: log (record the command), slurm (drain/resume with "
+        "scontrol; docs/slurm.md) or kubernetes (cordon, taint and annotate the Node; "
+        "docs/kubernetes.md)",
+    )
+    kubeconfig: str = setting(
+        "",
+        env="GPUFAILOVER_KUBECONFIG",
+        flag="--kubeconfig",
+        help="kubernetes actuator: kubeconfig file",
+        shown_default="KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount",
+    )
+    taint_key: str = setting(
+        DEFAULT_TAINT_KEY,
+        env=f"{_E}TAINT_KEY",
+        flag="--taint-key",
+        help="kubernetes actuator: the quarantine taint's key; its value is the reason",
+    )
+    taint_effect: str = setting(
+        "NoSchedule",
+        env=f"{_E}TAINT_EFFECT",
+        flag="--taint-effect",
+        choices=TAINT_EFFECTS,
+        help="kubernetes actuator: NoSchedule keeps running pods, NoExecute evicts them",
+    )
+    event_namespace: str = setting(
+        "default",
+        env=f"{_E}EVENT_NAMESPACE",
+        flag="--event-namespace",
+        help="kubernetes actuator: namespace of the Node Events it records",
+    )
+    scheduler: str = setting(
+        "slurm",
+        env="GPUFAILOVER_SCHEDULER",
+        flag="--scheduler",
+        choices=SCHEDULERS,
+        help="whose commands the actuator issues",
+    )
+    actuator_log: str = setting(
+        "",
+        env=f"{_E}ACTUATOR_LOG",
+        flag="--actuator-log",
+        help="file the log actuator appends its commands to",
+    )
+    actuator_backoff_s: float = setting(
+        1.0,
+        env=f"{_E}ACTUATOR_BACKOFF_S",
+        flag="--actuator-backoff-s",
+        help="first retry of a failed actuation after this many seconds, doubling each time",
+    )
+    actuator_backoff_max_s: float = setting(
+        60.0,
+        env=f"{_E}ACTUATOR_BACKOFF_MAX_S",
+        flag="--actuator-backoff-max-s",
+        help="longest wait between actuation retries",
+    )
+    breaker_window_s: float = setting(
+        600.0,
+        env=f"{_E}BREAKER_WINDOW_S",
+        flag="--breaker-window-s",
+        help="breaker window in seconds of arrival (wall-clock) time",
+    )
+    # None: not given. The share rule then keeps its default without asking for the fleet.
+    breaker_max_share: float | None = setting(
+        None,
+        env=f"{_E}BREAKER_MAX_SHARE",
+        flag="--breaker-max-share",
+        kind=float,
+        help="trip above this share of the known fleet",
+        shown_default=f"{DEFAULT_MAX_SHARE:g}",
+    )
+    breaker_max_nodes: int = setting(
+        50,
+        env=f"{_E}BREAKER_MAX_NODES",
+        flag="--breaker-max-nodes",
+        help="trip above this many nodes in the window",
+    )
+    breaker_min_nodes: int = setting(
+        2,
+        env=f"{_E}BREAKER_MIN_NODES",
+        flag="--breaker-min-nodes",
+        help="the share rule never trips at or below this many nodes in the window",
+    )
+    fleet_size: int = setting(
+        0,
+        env="GPUFAILOVER_FLEET_SIZE",
+        flag="--fleet-size",
+        help="fleet size for the breaker's share rule; 0: unknown, the share rule is off",
+    )
+    fleet_inventory: str = setting(
+        "",
+        env="GPUFAILOVER_FLEET_INVENTORY",
+        flag="--fleet-inventory",
+        help="file of the fleet's node names, one per line: the fleet size is its length, and "
+        "a quarantine of a node not in it is refused",
+    )
+
+    def breaker(self) -> BreakerConfig:
+        """ValueError when the breaker's options do not fit together."""
+        share = self.breaker_max_share
+        breaker = BreakerConfig(
+            window_ms=int(1000 * self.breaker_window_s),
+            max_share=DEFAULT_MAX_SHARE if share is None else share,
+            max_nodes=self.breaker_max_nodes,
+            min_nodes=self.breaker_min_nodes,
+            fleet_size=self.fleet_size,
+            inventory=read_inventory(self.fleet_inventory),
+        )
+        # A share of 1 never trips: asking for it without a fleet is no mistake.
+        if share is not None and 0 < share < 1 and not (breaker.fleet_size or breaker.inventory):
+            raise ValueError(
+                "the breaker's share rule needs the fleet: give --fleet-size or "
+                "--fleet-inventory (GPUFAILOVER_FLEET_SIZE / GPUFAILOVER_FLEET_INVENTORY)"
+            )
+        return breaker
+
+    def kubernetes(self) -> KubernetesSettings:
+        return KubernetesSettings(
+            kubeconfig=Path(self.kubeconfig) if self.kubeconfig else None,
+            taint=TaintSpec(key=self.taint_key, effect=self.taint_effect),
+            event_namespace=self.event_namespace,
+        )
+
+    def lifecycle(self) -> LifecyclePolicy:
+        from streams.policy import load_policy
+
+        # PolicyError: a ValueError
+        return LifecyclePolicy.from_policy(load_policy(self.policy or None))
 
 
 @dataclass(frozen=True)
@@ -38,80 +193,28 @@ class QuarantineSettings:
 
     @staticmethod
     def from_env_and_args(args: argparse.Namespace | None = None) -> QuarantineSettings:
-        log_path = flag(args, "actuator_log", env.env_str(f"{_E}ACTUATOR_LOG", ""))
-        scheduler = flag(args, "scheduler", env.env_str("GPUFAILOVER_SCHEDULER", "slurm"))
-        if scheduler not in SCHEDULERS:
-            raise SystemExit(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+        options = resolve(QuarantineOptions, args)
         try:
-            breaker = BreakerConfig(
-                window_ms=int(
-                    1000
-                    * flag(args, "breaker_window_s", env.env_float(f"{_E}BREAKER_WINDOW_S", 600))
-                ),
-                max_share=flag(
-                    args, "breaker_max_share", env.env_float(f"{_E}BREAKER_MAX_SHARE", 0.2)
-                ),
-                max_nodes=flag(
-                    args, "breaker_max_nodes", env.env_int(f"{_E}BREAKER_MAX_NODES", 50)
-                ),
-                min_nodes=flag(args, "breaker_min_nodes", env.env_int(f"{_E}BREAKER_MIN_NODES", 2)),
-                fleet_size=flag(args, "fleet_size", env.env_int("GPUFAILOVER_FLEET_SIZE", 0)),
-                inventory=read_inventory(
-                    flag(args, "fleet_inventory", env.env_str("GPUFAILOVER_FLEET_INVENTORY", ""))
-                ),
+            breaker = options.breaker()
+            backoff = Backoff(
+                first_ms=int(options.actuator_backoff_s * 1000),
+                max_ms=int(options.actuator_backoff_max_s * 1000),
             )
-            share = flag(args, "breaker_max_share", env.env_float(f"{_E}BREAKER_MAX_SHARE", 0))
-            # A share of 1 never trips: asking for it without a fleet is no mistake.
-            if 0 < share < 1 and not (breaker.fleet_size or breaker.inventory):
-                raise ValueError(
-                    "the breaker's share rule needs the fleet: give --fleet-size or "
-                    "--fleet-inventory (GPUFAILOVER_FLEET_SIZE / GPUFAILOVER_FLEET_INVENTORY)"
-                )
-            first_s = flag(args, "actuator_backoff_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_S", 1))
-            max_s = flag(
-                args, "actuator_backoff_max_s", env.env_float(f"{_E}ACTUATOR_BACKOFF_MAX_S", 60)
-            )
-            backoff = Backoff(first_ms=int(first_s * 1000), max_ms=int(max_s * 1000))
-            kubernetes = _kubernetes_settings(args)
-            lifecycle = _lifecycle_policy(args)
+            kubernetes = options.kubernetes()
+            lifecycle = options.lifecycle()
         except ValueError as exc:
             raise SystemExit(str(exc)) from None
-        actuator = flag(args, "actuator", env.env_str(f"{_E}ACTUATOR", "log"))
-        if actuator not in ACTUATORS:
-            raise SystemExit(f"actuator must be one of {ACTUATORS}, got {actuator!r}")
         return QuarantineSettings(
             common=CommonSettings.from_env_and_args(SERVICE, args),
             breaker=breaker,
-            dry_run=flag(args, "dry_run", env.env_bool(f"{_E}DRY_RUN", False)),
-            actuator=actuator,
-            scheduler=scheduler,
-            actuator_log=Path(log_path) if log_path else None,
+            dry_run=options.dry_run,
+            actuator=options.actuator,
+            scheduler=options.scheduler,
+            actuator_log=Path(options.actuator_log) if options.actuator_log else None,
             actuator_backoff=backoff,
             kubernetes=kubernetes,
             lifecycle=lifecycle,
         )
-
-
-def _lifecycle_policy(args: argparse.Namespace | None) -> LifecyclePolicy:
-    from streams.policy import load_policy
-
-    path = flag(args, "policy", env.env_str("GPUFAILOVER_POLICY", ""))
-    return LifecyclePolicy.from_policy(load_policy(path or None))  # PolicyError: a ValueError
-
-
-def _kubernetes_settings(args: argparse.Namespace | None) -> KubernetesSettings:
-    kubeconfig = flag(args, "kubeconfig", env.env_str("GPUFAILOVER_KUBECONFIG", ""))
-    taint = TaintSpec(
-        key=flag(args, "taint_key", env.env_str(f"{_E}TAINT_KEY", DEFAULT_TAINT_KEY)),
-        effect=flag(args, "taint_effect", env.env_str(f"{_E}TAINT_EFFECT", "NoSchedule")),
-    )
-    return KubernetesSettings(
-        kubeconfig=Path(kubeconfig) if kubeconfig else None,
-        taint=taint,
-        event_namespace=flag(
-            args, "event_namespace", env.env_str(f"{_E}EVENT_NAMESPACE", "default")
-        ),
-    )
 
 
 def read_inventory(path: str) -> frozenset[str] | None:
@@ -133,96 +236,4 @@ def read_inventory(path: str) -> frozenset[str] | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser, SERVICE)
-    parser.add_argument(
-        "--policy",
-        help="policy JSON file: its lemon_*, auto_release, validate_on_repair and "
-        "max_validations_per_episode keys (env GPUFAILOVER_POLICY; default: the shipped policy)",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=None,
-        help="publish what would be done to failover.alerts, write no quarantine record and call "
-        f"no actuator (env {_E}DRY_RUN)",
-    )
-    parser.add_argument(
-        "--actuator",
-        choices=ACTUATORS,
-        help="what a quarantine does: log (record the command), slurm (drain/resume with "
-        "scontrol; docs/slurm.md) or kubernetes (cordon, taint and annotate the Node; "
-        f"docs/kubernetes.md) (env {_E}ACTUATOR, default log)",
-    )
-    parser.add_argument(
-        "--kubeconfig",
-        help="kubernetes actuator: kubeconfig file (env GPUFAILOVER_KUBECONFIG; default "
-        "KUBECONFIG, ~/.kube/config, else the pod's ServiceAccount)",
-    )
-    parser.add_argument(
-        "--taint-key",
-        help=f"kubernetes actuator: the quarantine taint's key (env {_E}TAINT_KEY, default "
-        f"{DEFAULT_TAINT_KEY}); its value is the reason",
-    )
-    parser.add_argument(
-        "--taint-effect",
-        choices=TAINT_EFFECTS,
-        help="kubernetes actuator: NoSchedule keeps running pods, NoExecute evicts them "
-        f"(env {_E}TAINT_EFFECT, default NoSchedule)",
-    )
-    parser.add_argument(
-        "--event-namespace",
-        help="kubernetes actuator: namespace of the Node Events it records "
-        f"(env {_E}EVENT_NAMESPACE, default default)",
-    )
-    parser.add_argument(
-        "--scheduler",
-        choices=SCHEDULERS,
-        help="whose commands the actuator issues (env GPUFAILOVER_SCHEDULER, default slurm)",
-    )
-    parser.add_argument(
-        "--actuator-log",
-        help=f"file the log actuator appends its commands to (env {_E}ACTUATOR_LOG)",
-    )
-    parser.add_argument(
-        "--actuator-backoff-s",
-        type=float,
-        help="first retry of a failed actuation after this many seconds, doubling each time "
-        f"(env {_E}ACTUATOR_BACKOFF_S, default 1)",
-    )
-    parser.add_argument(
-        "--actuator-backoff-max-s",
-        type=float,
-        help=f"longest wait between actuation retries (env {_E}ACTUATOR_BACKOFF_MAX_S, default 60)",
-    )
-    parser.add_argument(
-        "--breaker-window-s",
-        type=float,
-        help="breaker window in seconds of arrival (wall-clock) time "
-        f"(env {_E}BREAKER_WINDOW_S, default 600)",
-    )
-    parser.add_argument(
-        "--breaker-max-share",
-        type=float,
-        help=f"trip above this share of the known fleet (env {_E}BREAKER_MAX_SHARE, default 0.2)",
-    )
-    parser.add_argument(
-        "--breaker-max-nodes",
-        type=int,
-        help=f"trip above this many nodes in the window (env {_E}BREAKER_MAX_NODES, default 50)",
-    )
-    parser.add_argument(
-        "--breaker-min-nodes",
-        type=int,
-        help="the share rule never trips at or below this many nodes in the window "
-        f"(env {_E}BREAKER_MIN_NODES, default 2)",
-    )
-    parser.add_argument(
-        "--fleet-size",
-        type=int,
-        help="fleet size for the breaker's share rule; 0: unknown, the share rule is off "
-        "(env GPUFAILOVER_FLEET_SIZE, default 0)",
-    )
-    parser.add_argument(
-        "--fleet-inventory",
-        help="file of the fleet's node names, one per line: the fleet size is its length, and a "
-        "quarantine of a node not in it is refused (env GPUFAILOVER_FLEET_INVENTORY)",
-    )
+    declare.add_arguments(parser, QuarantineOptions)

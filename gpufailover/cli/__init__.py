@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Sequence
 
-from gpufailover import __version__
+from gpufailover import __version__, settings
+from gpufailover.cli.options import Logging
 
 # Each module exposes `register(subparsers) -> None`; its parsers set `func(args) -> int`.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -47,11 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep GPU training jobs running when the hardware under them breaks.",
     )
     parser.add_argument("--version", action="version", version=f"gpufailover {__version__}")
-    parser.add_argument(
-        "--log-level",
-        default=os.environ.get("GPUFAILOVER_LOG_LEVEL", "INFO"),
-        help="logging level (env GPUFAILOVER_LOG_LEVEL, default INFO)",
-    )
+    settings.add_arguments(parser, Logging)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -67,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.log_level = settings.resolve(Logging, args).log_level  # the commands read it too
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -37,12 +37,11 @@ def _err(message: str) -> None:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from producers.metrics import AgentMetrics
-    from schemas.topics import TopicNames, default_prefix
+    from schemas.topics import TopicNames, validate_prefix
 
     try:
         settings = settings_from_args(args)
-        prefix = default_prefix() if settings.topic_prefix is None else settings.topic_prefix
-        topics = TopicNames(prefix)
+        topics = TopicNames(validate_prefix(settings.topic_prefix or ""))
         gate = validation_gate.gate_settings(args, settings.source)
     except ValueError as exc:
         _err(f"error: {exc}")

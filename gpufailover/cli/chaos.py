@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufailover import settings as env
+from gpufailover.settings import setting
 
 if TYPE_CHECKING:
     from gpufailover.chaos.run import ChaosSettings
@@ -18,6 +20,34 @@ DEFAULT_FAULTS = (
     "kill-classifier,kill-quarantine,kill-requeue,kill-job-status,add-worker,remove-worker,"
     "broker-restart,broker-kill"
 )
+
+
+@dataclass(frozen=True)
+class ChaosOptions:
+    """The chaos run's options that also have an env var."""
+
+    rounds: int = setting(
+        10, env="GPUFAILOVER_CHAOS_ROUNDS", flag="--rounds", help="rounds of input"
+    )
+    workers: int = setting(
+        2,
+        env="GPUFAILOVER_CHAOS_WORKERS",
+        flag="--workers",
+        help="classifier workers at the start",
+    )
+    seed: int = setting(
+        1,
+        env="GPUFAILOVER_CHAOS_SEED",
+        flag="--seed",
+        help="seed of the workload and the fault schedule",
+    )
+    faults: str = setting(
+        DEFAULT_FAULTS,
+        env="GPUFAILOVER_CHAOS_FAULTS",
+        flag="--faults",
+        help="comma-separated fault kinds, `all` or `none`",
+        shown_default=f"all: {DEFAULT_FAULTS}",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -33,29 +63,12 @@ def register(subparsers: Any) -> None:
             "broker unless --bootstrap is given."
         ),
     )
-    p.add_argument(
-        "--rounds",
-        type=int,
-        default=env.env_int("GPUFAILOVER_CHAOS_ROUNDS", 10),
-        help="rounds of input (env GPUFAILOVER_CHAOS_ROUNDS, default 10)",
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=env.env_int("GPUFAILOVER_CHAOS_WORKERS", 2),
-        help="classifier workers at the start (env GPUFAILOVER_CHAOS_WORKERS, default 2)",
-    )
+    env.add_arguments(p, ChaosOptions)
     p.add_argument(
         "--max-workers",
         type=int,
         default=None,
         help="add-worker never grows past this (default workers + 2)",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=env.env_int("GPUFAILOVER_CHAOS_SEED", 1),
-        help="seed of the workload and the fault schedule (env GPUFAILOVER_CHAOS_SEED)",
     )
     p.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
     p.add_argument(
@@ -81,12 +94,6 @@ def register(subparsers: Any) -> None:
         type=float,
         default=4.0,
         help="wall-clock length of a round; faults fall inside it (default 4)",
-    )
-    p.add_argument(
-        "--faults",
-        default=env.env_str("GPUFAILOVER_CHAOS_FAULTS", DEFAULT_FAULTS),
-        help="comma-separated fault kinds, `all` or `none` (env GPUFAILOVER_CHAOS_FAULTS, "
-        f"default all: {DEFAULT_FAULTS})",
     )
     p.add_argument(
         "--faults-per-round",
@@ -135,19 +142,20 @@ def settings_from_args(args: argparse.Namespace) -> ChaosSettings:
     from gpufailover.chaos.faults import parse_kinds, parse_per_round
     from gpufailover.chaos.run import ChaosSettings
 
-    if args.rounds < 1 or args.workers < 1 or args.partitions < 1:
+    options = env.resolve(ChaosOptions, args)
+    if options.rounds < 1 or options.workers < 1 or args.partitions < 1:
         raise ValueError("--rounds, --workers and --partitions must be >= 1")
     return ChaosSettings(
-        rounds=args.rounds,
-        workers=args.workers,
-        max_workers=args.max_workers or args.workers + 2,
-        seed=args.seed,
+        rounds=options.rounds,
+        workers=options.workers,
+        max_workers=args.max_workers or options.workers + 2,
+        seed=options.seed,
         partitions=args.partitions,
         jobs_per_round=args.jobs_per_round,
         bad_per_round=args.bad_per_round,
         nodes=args.nodes or max(48, 4 * args.jobs_per_round + 4),
         round_s=args.round_seconds,
-        faults=parse_kinds(args.faults),
+        faults=parse_kinds(options.faults),
         faults_per_round=parse_per_round(args.faults_per_round),
         bootstrap=args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP") or None,
         json_path=args.json,

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufailover import settings as env
+from gpufailover.cli.options import PolicyChoice
 from gpufailover.cli.target import add_target_arguments, target, target_security
 from gpufailover.errors import NotFound, UsageError
+from gpufailover.settings import setting
 
 if TYPE_CHECKING:
     from consumers.runtime.records import InRecord
@@ -30,6 +32,25 @@ if TYPE_CHECKING:
 JOB_TOPICS = ("jobs.events", "failover.decisions", "jobs.requeue", "failover.alerts")
 # Read around the job's own records: signals of its nodes were written about when they were.
 WINDOWED_NODE_TOPICS = ("gpu.xid", "gpu.health", "failover.quarantine-requests")
+
+
+@dataclass(frozen=True)
+class ExplainRange:
+    margin: int = setting(
+        600,
+        env="GPUFAILOVER_EXPLAIN_MARGIN_S",
+        flag="--margin",
+        help="seconds read beyond the job's window on its nodes' signal topics, for producer "
+        "clocks and agent buffering",
+    )
+    since: str = setting(
+        "",
+        env="GPUFAILOVER_EXPLAIN_SINCE",
+        flag="--since",
+        help="read the job's topics from the first record stamped at or after this (a "
+        "duration before now such as 7d, epoch ms or ISO 8601 with a zone)",
+        shown_default="all that Kafka kept",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -50,26 +71,8 @@ def register(subparsers: Any) -> None:
         help="explain from this JSONL dump (`gpufailover export`, examples/) replayed "
         "in-process instead of the topics",
     )
-    p.add_argument(
-        "--policy",
-        default=os.environ.get("GPUFAILOVER_POLICY"),
-        help="the policy the classifier runs (env GPUFAILOVER_POLICY; default: the shipped "
-        "policy): it says which signals are ignored and how wide the window is",
-    )
-    p.add_argument(
-        "--margin",
-        type=int,
-        default=env.env_int("GPUFAILOVER_EXPLAIN_MARGIN_S", 600),
-        help="seconds read beyond the job's window on its nodes' signal topics, for producer "
-        "clocks and agent buffering (env GPUFAILOVER_EXPLAIN_MARGIN_S, default 600)",
-    )
-    p.add_argument(
-        "--since",
-        default=env.env_str("GPUFAILOVER_EXPLAIN_SINCE", "") or None,
-        help="read the job's topics from the first record stamped at or after this (a "
-        "duration before now such as 7d, epoch ms or ISO 8601 with a zone; env "
-        "GPUFAILOVER_EXPLAIN_SINCE; default: all that Kafka kept)",
-    )
+    env.add_arguments(p, PolicyChoice)  # which signals are ignored, how wide the window is
+    env.add_arguments(p, ExplainRange)
     add_target_arguments(p)
     p.set_defaults(func=cmd_explain)
 
@@ -82,16 +85,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.attempt is not None and args.attempt < 0:
         raise UsageError(f"--attempt: must be >= 0, got {args.attempt}")
     try:
-        policy = load_policy(args.policy)
+        policy = load_policy(env.resolve(PolicyChoice, args).policy or None)
     except PolicyError as exc:
         raise UsageError(f"bad policy: {exc}") from None
+    window = env.resolve(ExplainRange, args)
     since = None
-    if args.since is not None:
+    if window.since:
         from streams.clock import now_ms
         from streams.export import parse_time
 
         try:
-            since = parse_time(args.since, now_ms(), "--since")
+            since = parse_time(window.since, now_ms(), "--since")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     if args.file is not None:
@@ -106,7 +110,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 args.job_id,
                 args.attempt,
                 policy,
-                args.margin * 1000,
+                window.margin * 1000,
                 target_security(args),
                 since,
             )

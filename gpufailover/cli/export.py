@@ -6,11 +6,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from gpufailover import settings as env
 from gpufailover.cli.target import add_target_arguments, target, target_security
 from gpufailover.errors import UsageError
+from gpufailover.settings import setting
+
+
+@dataclass(frozen=True)
+class ExportRange:
+    since: str = setting(
+        "24h",
+        env="GPUFAILOVER_EXPORT_SINCE",
+        flag="--since",
+        help="start: a duration before now (24h, 90m, 7d), epoch ms or an ISO 8601 time with "
+        "its zone",
+    )
+    until: str = setting(
+        "",
+        env="GPUFAILOVER_EXPORT_UNTIL",
+        flag="--until",
+        help="end (exclusive), in the same forms",
+        shown_default="the end of each partition when the export starts",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -24,18 +44,7 @@ def register(subparsers: Any) -> None:
         '{"topic", "key", "value"} line each, in event-time order (held in memory to sort). '
         "Progress goes to stderr. nodes.quarantine is compacted: only the records Kafka kept.",
     )
-    p.add_argument(
-        "--since",
-        default=env.env_str("GPUFAILOVER_EXPORT_SINCE", "24h"),
-        help="start: a duration before now (24h, 90m, 7d), epoch ms or an ISO 8601 time with "
-        "its zone (env GPUFAILOVER_EXPORT_SINCE, default 24h)",
-    )
-    p.add_argument(
-        "--until",
-        default=env.env_str("GPUFAILOVER_EXPORT_UNTIL", "") or None,
-        help="end (exclusive), in the same forms (env GPUFAILOVER_EXPORT_UNTIL; default: the "
-        "end of each partition when the export starts)",
-    )
+    env.add_arguments(p, ExportRange)
     add_target_arguments(p)
     p.set_defaults(func=cmd_export)
 
@@ -46,9 +55,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from streams.export_scan import Progress, scan_into
 
     now = now_ms()
+    window = env.resolve(ExportRange, args)
     try:
-        since = parse_time(args.since, now, "--since")
-        until = None if args.until is None else parse_time(args.until, now, "--until")
+        since = parse_time(window.since, now, "--since")
+        until = parse_time(window.until, now, "--until") if window.until else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if until is not None and until <= since:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufailover import settings as declare
+from gpufailover.cli.options import PolicyChoice
 from producers.sim.goodput import LLAMA3_RATE, MINUTE_MS, Params
 
 if TYPE_CHECKING:
@@ -90,11 +92,7 @@ def register(subparsers: Any) -> None:
     _opt(p, "--false-evidence", "", lambda raw: None if raw == "" else _fraction(raw),
          "probability that a non-hardware failure shows an unrelated hardware XID "
          "(unset: the simulator's default, 0.15 of software failures only)")  # fmt: skip
-    p.add_argument(
-        "--policy",
-        default=os.environ.get("GPUFAILOVER_POLICY"),
-        help="policy JSON file (env GPUFAILOVER_POLICY; default: the shipped policy)",
-    )
+    declare.add_arguments(p, PolicyChoice)
     p.add_argument("--html", default=os.environ.get(ENV + "HTML"), metavar="PATH",
                    help=f"also write the report with its charts here (env {ENV}HTML)")  # fmt: skip
     p.set_defaults(func=run)
@@ -129,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     from streams.policy import PolicyError, load_policy
 
     try:
-        policy = load_policy(args.policy)
+        policy = load_policy(declare.resolve(PolicyChoice, args).policy or None)
     except PolicyError as exc:
         print(f"gpufailover goodput: bad policy: {exc}", file=sys.stderr)
         return 2

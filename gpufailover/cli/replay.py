@@ -3,21 +3,37 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
 
 import orjson
 
+from gpufailover import settings as declare
+from gpufailover.cli.options import PolicyChoice
 from gpufailover.errors import UsageError
+from gpufailover.settings import setting
 from streams.policy import Policy, PolicyError, load_policy
 from streams.replay import Replayer
 
 # `replay --compare`: some decision changed. Replay never contacts a broker, so this cannot be
 # read as gpufailover.cli.errors' "broker unreachable" (also 3); docs/cli.md says so.
 EXIT_DECISIONS_CHANGED = 3
+
+
+@dataclass(frozen=True)
+class ReplayClock:
+    now: str = setting(
+        "",
+        env="GPUFAILOVER_REPLAY_NOW",
+        flag="--now",
+        help="the wall clock replay checks the max future skew against: epoch ms or an ISO 8601 "
+        "time with its zone. A record stamped more than GPUFAILOVER_MAX_FUTURE_SKEW_S "
+        "(default 300) after it is dead-lettered",
+        shown_default="the current time",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -29,19 +45,8 @@ def register(subparsers: Any) -> None:
         "dead letters) on stdout and a summary on stderr.",
     )
     p.add_argument("file", help="JSONL dump, or - for stdin")
-    p.add_argument(
-        "--policy",
-        default=os.environ.get("GPUFAILOVER_POLICY"),
-        help="policy JSON file (env GPUFAILOVER_POLICY; default: the shipped policy)",
-    )
-    p.add_argument(
-        "--now",
-        default=os.environ.get("GPUFAILOVER_REPLAY_NOW"),
-        help="the wall clock replay checks the max future skew against: epoch ms or an ISO 8601 "
-        "time with its zone (env GPUFAILOVER_REPLAY_NOW; default: the current time). A record "
-        "stamped more than GPUFAILOVER_MAX_FUTURE_SKEW_S (default 300) after it is "
-        "dead-lettered",
-    )
+    declare.add_arguments(p, PolicyChoice)
+    declare.add_arguments(p, ReplayClock)
     p.add_argument(
         "--compare",
         metavar="NEW_POLICY",
@@ -70,7 +75,7 @@ def parse_now(raw: str | None) -> int | None:
     return int(when.timestamp() * 1000)
 
 
-def _policy(path: str, what: str) -> Policy:
+def _policy(path: str | None, what: str) -> Policy:
     try:
         return load_policy(path)
     except PolicyError as exc:
@@ -99,9 +104,9 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
 def run(args: argparse.Namespace) -> int:
     if args.json and args.compare is None:
         raise UsageError("--json goes with --compare NEW_POLICY")
-    policy = _policy(args.policy, "bad policy")
+    policy = _policy(declare.resolve(PolicyChoice, args).policy or None, "bad policy")
     try:
-        now = parse_now(args.now)
+        now = parse_now(declare.resolve(ReplayClock, args).now or None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     lines = _read_lines(args.file)

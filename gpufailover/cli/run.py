@@ -14,15 +14,47 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Any
 
+from gpufailover import settings as declare
 from gpufailover.security import KafkaSecurity
-from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap
+from gpufailover.settings import (
+    BOOTSTRAP_DEFAULT_TEXT,
+    BOOTSTRAP_HELP,
+    default_bootstrap,
+    setting,
+)
 
 log = logging.getLogger("gpufailover.run")
 # The services `run` starts, in order (those this install has).
 KILL_AFTER_S = 30
 SERVICES: tuple[str, ...] = ("classifier", "quarantine", "requeue", "job-status")
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """Where the pipeline runs; the children get these as their env vars."""
+
+    bootstrap: str = setting(
+        "",
+        env="GPUFAILOVER_BOOTSTRAP",
+        flag="--bootstrap",
+        help=BOOTSTRAP_HELP,
+        plain_help=True,
+        shown_default=BOOTSTRAP_DEFAULT_TEXT,
+    )
+    topic_prefix: str | None = setting(
+        None, env="GPUFAILOVER_TOPIC_PREFIX", flag="--topic-prefix", kind=str, help="topic prefix"
+    )
+    partitions: int | None = setting(
+        None,
+        env="GPUFAILOVER_PARTITIONS",
+        flag="--partitions",
+        kind=int,
+        help="partitions of every topic",
+        shown_default="4",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -32,16 +64,7 @@ def register(subparsers: Any) -> None:
         description="Start every pipeline service as a child process against one broker; "
         "SIGINT/SIGTERM stop them all; if one exits, the others are stopped too.",
     )
-    p.add_argument("--bootstrap", default=None, help=BOOTSTRAP_HELP)
-    p.add_argument(
-        "--topic-prefix", default=None, help="topic prefix (env GPUFAILOVER_TOPIC_PREFIX)"
-    )
-    p.add_argument(
-        "--partitions",
-        type=int,
-        default=None,
-        help="partitions of every topic (env GPUFAILOVER_PARTITIONS, default 4)",
-    )
+    declare.add_arguments(p, RunTarget)
     p.add_argument(
         "--no-create-topics",
         action="store_true",
@@ -56,13 +79,13 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _child_env(args: argparse.Namespace) -> dict[str, str]:
+def _child_env(where: RunTarget) -> dict[str, str]:
     env = dict(os.environ)
-    env["GPUFAILOVER_BOOTSTRAP"] = args.bootstrap or default_bootstrap()
-    if args.topic_prefix is not None:
-        env["GPUFAILOVER_TOPIC_PREFIX"] = args.topic_prefix
-    if args.partitions is not None:
-        env["GPUFAILOVER_PARTITIONS"] = str(args.partitions)
+    env["GPUFAILOVER_BOOTSTRAP"] = where.bootstrap or default_bootstrap()
+    if where.topic_prefix is not None:
+        env["GPUFAILOVER_TOPIC_PREFIX"] = where.topic_prefix
+    if where.partitions is not None:
+        env["GPUFAILOVER_PARTITIONS"] = str(where.partitions)
     return env
 
 
@@ -113,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
         from gpufailover.cli.extras import require_pipeline
 
         require_pipeline()  # one clear line here, not a child's exit status
-    env = _child_env(args)
+    where = declare.resolve(RunTarget, args)
+    env = _child_env(where)
     if not args.no_create_topics:
         from deploy.topics import create_topics
 
@@ -121,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
             asyncio.run(
                 create_topics(
                     env["GPUFAILOVER_BOOTSTRAP"],
-                    args.partitions,
-                    args.topic_prefix,
+                    where.partitions,
+                    where.topic_prefix,
                     security=KafkaSecurity.from_env_and_args(),
                 )
             )

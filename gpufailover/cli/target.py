@@ -3,27 +3,38 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from gpufailover import settings as env
 from gpufailover.cli.errors import quiet_kafka_client_logs
 from gpufailover.security import KafkaSecurity, add_security_arguments
+from gpufailover.settings import setting
 from schemas.topics import TopicNames
+
+
+@dataclass(frozen=True)
+class KafkaTarget:
+    """The cluster and topics an operator command reads or writes."""
+
+    bootstrap: str = setting(
+        "",
+        env="GPUFAILOVER_BOOTSTRAP",
+        flag="--bootstrap",
+        help=env.BOOTSTRAP_HELP,
+        plain_help=True,
+        shown_default=env.BOOTSTRAP_DEFAULT_TEXT,
+    )
+    prefix: str = setting(
+        "",
+        env="GPUFAILOVER_TOPIC_PREFIX",
+        flag=("--prefix", "--topic-prefix"),
+        help="topic name prefix",
+    )
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """--bootstrap/--prefix on an action's parser, not clobbering the service parser's values."""
-    parser.add_argument(
-        "--bootstrap",
-        default=argparse.SUPPRESS,
-        help=env.BOOTSTRAP_HELP,
-    )
-    parser.add_argument(
-        "--prefix",
-        "--topic-prefix",
-        dest="prefix",
-        default=argparse.SUPPRESS,
-        help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)",
-    )
+    env.add_arguments(parser, KafkaTarget, suppress=True)
     add_security_arguments(parser, suppress=True)
 
 
@@ -31,11 +42,8 @@ def target(args: argparse.Namespace) -> tuple[str, TopicNames]:
     """Where an operator command goes; also quiets aiokafka's logs for it (its failures are
     reported in one line by `gpufailover.cli.main`)."""
     quiet_kafka_client_logs()
-    bootstrap = getattr(args, "bootstrap", None) or env.default_bootstrap()
-    prefix = getattr(args, "prefix", None)
-    if prefix is None:
-        prefix = env.env_str("GPUFAILOVER_TOPIC_PREFIX", "")
-    return bootstrap, TopicNames(prefix)
+    where = env.resolve(KafkaTarget, args)
+    return where.bootstrap or env.default_bootstrap(), TopicNames(where.prefix)
 
 
 def target_security(args: argparse.Namespace) -> KafkaSecurity:

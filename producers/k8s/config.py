@@ -6,12 +6,62 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from consumers.runtime.config import add_metrics_host_argument, flag
 from gpufailover import settings as env
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
-from schemas.topics import TopicNames, default_prefix
+from gpufailover.settings import resolve, setting
+from schemas.topics import TopicNames, validate_prefix
 
 _E = "GPUFAILOVER_K8S_EVENTS_"
+
+
+@dataclass(frozen=True)
+class K8sEventsOptions:
+    """The options as declared; `K8sEventsSettings` is built from them."""
+
+    bootstrap: str = setting(
+        "",
+        env="GPUFAILOVER_BOOTSTRAP",
+        flag="--bootstrap",
+        help=env.BOOTSTRAP_HELP,
+        plain_help=True,
+        shown_default=env.BOOTSTRAP_DEFAULT_TEXT,
+    )
+    topic_prefix: str = setting(
+        "", env="GPUFAILOVER_TOPIC_PREFIX", flag="--topic-prefix", help="topic name prefix"
+    )
+    kubeconfig: str = setting(
+        "",
+        env="GPUFAILOVER_KUBECONFIG",
+        flag="--kubeconfig",
+        help="kubeconfig",
+        shown_default="KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount",
+    )
+    namespace: str = setting(
+        "",
+        env=f"{_E}NAMESPACE",
+        flag="--namespace",
+        help="watch only this namespace",
+        shown_default="all",
+    )
+    watch_timeout_s: int = setting(
+        300,
+        env=f"{_E}WATCH_TIMEOUT_S",
+        flag="--watch-timeout-s",
+        help="seconds the API server keeps one watch request open before it is renewed",
+    )
+    metrics_port: int = setting(
+        0,
+        env=f"{_E}METRICS_PORT",
+        flag="--metrics-port",
+        help="serve Prometheus metrics on this port, 0 for none",
+    )
+    metrics_host: str = setting(
+        env.DEFAULT_METRICS_HOST,
+        env="GPUFAILOVER_METRICS_HOST",
+        flag="--metrics-host",
+        help="address the metrics server binds: this host only unless opened on purpose "
+        "(0.0.0.0 opens it to the network)",
+    )
 
 
 @dataclass(frozen=True)
@@ -27,46 +77,21 @@ class K8sEventsSettings:
 
     @staticmethod
     def from_env_and_args(args: argparse.Namespace | None = None) -> K8sEventsSettings:
-        prefix = flag(args, "topic_prefix", default_prefix())
-        timeout = flag(args, "watch_timeout_s", env.env_int(f"{_E}WATCH_TIMEOUT_S", 300))
-        if timeout < 1:
-            raise SystemExit(f"watch timeout must be at least 1 s, got {timeout}")
+        options = resolve(K8sEventsOptions, args)
+        if options.watch_timeout_s < 1:
+            raise SystemExit(f"watch timeout must be at least 1 s, got {options.watch_timeout_s}")
         return K8sEventsSettings(
-            bootstrap=flag(args, "bootstrap", None) or env.default_bootstrap(),
-            names=TopicNames(prefix),
-            kubeconfig=flag(args, "kubeconfig", env.env_str("GPUFAILOVER_KUBECONFIG", "")) or None,
-            namespace=flag(args, "namespace", env.env_str(f"{_E}NAMESPACE", "")) or None,
-            watch_timeout_s=timeout,
-            metrics_port=flag(args, "metrics_port", env.env_int(f"{_E}METRICS_PORT", 0)),
-            metrics_host=flag(args, "metrics_host", None) or env.metrics_host(),
+            bootstrap=options.bootstrap or env.default_bootstrap(),
+            names=TopicNames(validate_prefix(options.topic_prefix)),
+            kubeconfig=options.kubeconfig or None,
+            namespace=options.namespace or None,
+            watch_timeout_s=options.watch_timeout_s,
+            metrics_port=options.metrics_port,
+            metrics_host=options.metrics_host or env.DEFAULT_METRICS_HOST,
             security=KafkaSecurity.build(args),
         )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bootstrap",
-        help=env.BOOTSTRAP_HELP,
-    )
-    parser.add_argument("--topic-prefix", help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)")
-    parser.add_argument(
-        "--kubeconfig",
-        help="kubeconfig (env GPUFAILOVER_KUBECONFIG; default KUBECONFIG, ~/.kube/config, then "
-        "the in-cluster ServiceAccount)",
-    )
-    parser.add_argument(
-        "--namespace", help=f"watch only this namespace (env {_E}NAMESPACE, default: all)"
-    )
-    parser.add_argument(
-        "--watch-timeout-s",
-        type=int,
-        help="seconds the API server keeps one watch request open before it is renewed "
-        f"(env {_E}WATCH_TIMEOUT_S, default 300)",
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        help=f"serve Prometheus metrics on this port, 0 for none (env {_E}METRICS_PORT, default 0)",
-    )
-    add_metrics_host_argument(parser)
+    env.add_arguments(parser, K8sEventsOptions)
     add_security_arguments(parser)

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from deploy.broker import Broker, BrokerError, PortInUseError, running_bootstrap
+from deploy.broker import Broker, BrokerError, PortInUseError
 from deploy.broker_config import BrokerFiles, BrokerPorts, write_config
 from deploy.broker_state import (
     BrokerStateError,
     clear_state,
     live_state_broker,
     load_state,
+    running_bootstrap,
     runs_dir,
     save_state,
     state_path,

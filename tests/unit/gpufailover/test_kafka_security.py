@@ -132,3 +132,13 @@ def test_without_sasl_an_operator_is_marked_unauthenticated(
     assert who == "unauthenticated:root"
     signed = operator_identity(KafkaSecurity("SASL_PLAINTEXT", username="alice", password="p"))
     assert signed == "alice"
+
+
+def test_a_bad_protocol_in_the_env_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFAILOVER_SECURITY_PROTOCOL", "tls")
+    with pytest.raises(SystemExit, match=r"got 'TLS' \(from GPUFAILOVER_SECURITY_PROTOCOL\)"):
+        KafkaSecurity.from_env_and_args(parse())
+    monkeypatch.setenv("GPUFAILOVER_SECURITY_PROTOCOL", "sasl_ssl")  # the case does not matter
+    monkeypatch.setenv("GPUFAILOVER_SASL_USERNAME", "u")
+    monkeypatch.setenv("GPUFAILOVER_SASL_PASSWORD", "p")
+    assert KafkaSecurity.from_env_and_args(parse()).protocol == "SASL_SSL"

