@@ -20,7 +20,7 @@ from gpufailover.kafka import make_consumer, make_producer
 from gpufailover.offsets import PartitionProbe
 from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.event_time import EventTimeBounds
-from schemas.topics import TopicNames
+from schemas.topics import DLQ_SUFFIX, TopicNames
 from streams.clock import now_ms
 from streams.metrics import ClassifierMetrics
 from streams.policy import Policy
@@ -178,5 +178,5 @@ class SignalLoop:
             if out.topic == names.node_signals:
                 m.sent(names.logical(out.topic))
             else:
-                m.dead_letter(names.logical(out.topic).removesuffix(".dlq"), "decode")
+                m.dead_letter(names.logical(out.topic).removesuffix(DLQ_SUFFIX), "decode")
                 m.sent(names.logical(out.topic))

@@ -21,6 +21,7 @@ from gpufailover.cli.options import PolicyChoice
 from gpufailover.cli.target import add_target_arguments, target, target_security
 from gpufailover.errors import NotFound, UsageError
 from gpufailover.settings import setting
+from schemas.topics import Topic
 
 if TYPE_CHECKING:
     from consumers.runtime.records import InRecord
@@ -29,9 +30,14 @@ if TYPE_CHECKING:
     from streams.explain import SourceRecord
     from streams.policy import Policy
 
-JOB_TOPICS = ("jobs.events", "failover.decisions", "jobs.requeue", "failover.alerts")
+JOB_TOPICS = (
+    Topic.JOBS_EVENTS,
+    Topic.FAILOVER_DECISIONS,
+    Topic.JOBS_REQUEUE,
+    Topic.FAILOVER_ALERTS,
+)
 # Read around the job's own records: signals of its nodes were written about when they were.
-WINDOWED_NODE_TOPICS = ("gpu.xid", "gpu.health", "failover.quarantine-requests")
+WINDOWED_NODE_TOPICS = (Topic.GPU_XID, Topic.GPU_HEALTH, Topic.QUARANTINE_REQUESTS)
 
 
 @dataclass(frozen=True)
@@ -157,7 +163,7 @@ async def fetch(
     from streams.explain import NEARBY_MS, job_nodes
     from streams.export_scan import Progress, scan
 
-    topics = [*JOB_TOPICS, *WINDOWED_NODE_TOPICS, "nodes.quarantine"]
+    topics = [*JOB_TOPICS, *WINDOWED_NODE_TOPICS, Topic.NODES_QUARANTINE]
     found = await partitions_of(bootstrap, [names.name(t) for t in topics], security=security)
     partitioner = DefaultPartitioner()
 
@@ -198,7 +204,7 @@ async def fetch(
     )
     states = await scan(
         bootstrap,
-        {names.nodes_quarantine: list(node_parts["nodes.quarantine"])},
+        {names.nodes_quarantine: list(node_parts[Topic.NODES_QUARANTINE])},
         security=security,
         progress=Progress("gpufailover explain: quarantine states"),
     )
