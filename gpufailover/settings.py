@@ -96,6 +96,28 @@ def setting(
     return dataclasses.field(default=default, metadata={_KEY: declared})
 
 
+def bootstrap_setting(default: str | None = "") -> Any:
+    """`--bootstrap` / GPUFAILOVER_BOOTSTRAP, declared the same by every command that talks to
+    Kafka (an empty or None value means `default_bootstrap()`)."""
+    return setting(
+        default,
+        env="GPUFAILOVER_BOOTSTRAP",
+        flag="--bootstrap",
+        kind=str,
+        help=BOOTSTRAP_HELP,
+        plain_help=True,
+        shown_default=BOOTSTRAP_DEFAULT_TEXT,
+    )
+
+
+def topic_prefix_setting(default: str | None = "", *, short_flag: bool = False) -> Any:
+    """`--topic-prefix` (and `--prefix` where `short_flag`) / GPUFAILOVER_TOPIC_PREFIX."""
+    flags = ("--prefix", "--topic-prefix") if short_flag else ("--topic-prefix",)
+    return setting(
+        default, env="GPUFAILOVER_TOPIC_PREFIX", flag=flags, kind=str, help="topic name prefix"
+    )
+
+
 def declared(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Setting]]:
     """The fields of a settings class that declare an option, in order."""
     for f in dataclasses.fields(cls):

@@ -10,11 +10,11 @@ from pathlib import Path
 from gpufailover import settings as declare
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
 from gpufailover.settings import (
-    BOOTSTRAP_DEFAULT_TEXT,
-    BOOTSTRAP_HELP,
     DEFAULT_METRICS_HOST,
+    bootstrap_setting,
     setting,
     state_dir,
+    topic_prefix_setting,
 )
 from producers.health import HealthThresholds
 from producers.heartbeat import DEFAULT_INTERVAL_S as DEFAULT_HEARTBEAT_S
@@ -42,22 +42,8 @@ class AgentSettings:
     source: str = setting(
         "nvml", env=f"{_E}SOURCE", flag="--source", help="nvml | kmsg | journal | file:PATH"
     )
-    bootstrap: str | None = setting(
-        None,
-        env="GPUFAILOVER_BOOTSTRAP",
-        flag="--bootstrap",
-        kind=str,
-        help=BOOTSTRAP_HELP,
-        plain_help=True,
-        shown_default=BOOTSTRAP_DEFAULT_TEXT,
-    )
-    topic_prefix: str | None = setting(
-        None,
-        env="GPUFAILOVER_TOPIC_PREFIX",
-        flag="--topic-prefix",
-        kind=str,
-        help="topic name prefix",
-    )
+    bootstrap: str | None = bootstrap_setting(None)
+    topic_prefix: str | None = topic_prefix_setting(None)
     from_start: bool = setting(
         False,
         env=f"{_E}FROM_START",

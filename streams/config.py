@@ -9,28 +9,19 @@ from dataclasses import dataclass, replace
 from gpufailover import settings as declare
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
 from gpufailover.settings import (
-    BOOTSTRAP_DEFAULT_TEXT,
-    BOOTSTRAP_HELP,
     DEFAULT_METRICS_HOST,
+    bootstrap_setting,
     default_bootstrap,
     resolve,
     setting,
+    topic_prefix_setting,
 )
 
 
 @dataclass(frozen=True)
 class ClassifierSettings:
-    bootstrap: str = setting(
-        "",
-        env="GPUFAILOVER_BOOTSTRAP",
-        flag="--bootstrap",
-        help=BOOTSTRAP_HELP,
-        plain_help=True,
-        shown_default=BOOTSTRAP_DEFAULT_TEXT,
-    )
-    topic_prefix: str = setting(
-        "", env="GPUFAILOVER_TOPIC_PREFIX", flag="--topic-prefix", help="prefix of every topic name"
-    )
+    bootstrap: str = bootstrap_setting()
+    topic_prefix: str = topic_prefix_setting()
     partitions: int = setting(
         4,
         env="GPUFAILOVER_PARTITIONS",

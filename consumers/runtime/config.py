@@ -12,26 +12,20 @@ from dataclasses import dataclass, replace
 
 from gpufailover import settings as env
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
-from gpufailover.settings import add_arguments, resolve, setting
+from gpufailover.settings import (
+    add_arguments,
+    bootstrap_setting,
+    resolve,
+    setting,
+    topic_prefix_setting,
+)
 from schemas.topics import TopicNames, validate_prefix
 
 
 @dataclass(frozen=True)
 class CommonSettings:
-    bootstrap: str = setting(
-        "",
-        env="GPUFAILOVER_BOOTSTRAP",
-        flag="--bootstrap",
-        help=env.BOOTSTRAP_HELP,
-        plain_help=True,
-        shown_default=env.BOOTSTRAP_DEFAULT_TEXT,
-    )
-    prefix: str = setting(
-        "",
-        env="GPUFAILOVER_TOPIC_PREFIX",
-        flag=("--prefix", "--topic-prefix"),
-        help="topic name prefix",
-    )
+    bootstrap: str = bootstrap_setting()
+    prefix: str = topic_prefix_setting(short_flag=True)
     group_id: str = setting(
         "",
         env="GPUFAILOVER_{SERVICE}_GROUP",

@@ -20,10 +20,10 @@ from typing import Any
 from gpufailover import settings as declare
 from gpufailover.security import KafkaSecurity
 from gpufailover.settings import (
-    BOOTSTRAP_DEFAULT_TEXT,
-    BOOTSTRAP_HELP,
+    bootstrap_setting,
     default_bootstrap,
     setting,
+    topic_prefix_setting,
 )
 
 log = logging.getLogger("gpufailover.run")
@@ -36,17 +36,8 @@ SERVICES: tuple[str, ...] = ("classifier", "quarantine", "requeue", "job-status"
 class RunTarget:
     """Where the pipeline runs; the children get these as their env vars."""
 
-    bootstrap: str = setting(
-        "",
-        env="GPUFAILOVER_BOOTSTRAP",
-        flag="--bootstrap",
-        help=BOOTSTRAP_HELP,
-        plain_help=True,
-        shown_default=BOOTSTRAP_DEFAULT_TEXT,
-    )
-    topic_prefix: str | None = setting(
-        None, env="GPUFAILOVER_TOPIC_PREFIX", flag="--topic-prefix", kind=str, help="topic prefix"
-    )
+    bootstrap: str = bootstrap_setting()
+    topic_prefix: str | None = topic_prefix_setting(None)
     partitions: int | None = setting(
         None,
         env="GPUFAILOVER_PARTITIONS",

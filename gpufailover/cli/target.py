@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from gpufailover import settings as env
 from gpufailover.cli.errors import quiet_kafka_client_logs
 from gpufailover.security import KafkaSecurity, add_security_arguments
-from gpufailover.settings import setting
+from gpufailover.settings import bootstrap_setting, topic_prefix_setting
 from schemas.topics import TopicNames
 
 
@@ -16,20 +16,8 @@ from schemas.topics import TopicNames
 class KafkaTarget:
     """The cluster and topics an operator command reads or writes."""
 
-    bootstrap: str = setting(
-        "",
-        env="GPUFAILOVER_BOOTSTRAP",
-        flag="--bootstrap",
-        help=env.BOOTSTRAP_HELP,
-        plain_help=True,
-        shown_default=env.BOOTSTRAP_DEFAULT_TEXT,
-    )
-    prefix: str = setting(
-        "",
-        env="GPUFAILOVER_TOPIC_PREFIX",
-        flag=("--prefix", "--topic-prefix"),
-        help="topic name prefix",
-    )
+    bootstrap: str = bootstrap_setting()
+    prefix: str = topic_prefix_setting(short_flag=True)
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from gpufailover import settings as env
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
-from gpufailover.settings import resolve, setting
+from gpufailover.settings import bootstrap_setting, resolve, setting, topic_prefix_setting
 from schemas.topics import TopicNames, validate_prefix
 
 _E = "GPUFAILOVER_K8S_EVENTS_"
@@ -18,17 +18,8 @@ _E = "GPUFAILOVER_K8S_EVENTS_"
 class K8sEventsOptions:
     """The options as declared; `K8sEventsSettings` is built from them."""
 
-    bootstrap: str = setting(
-        "",
-        env="GPUFAILOVER_BOOTSTRAP",
-        flag="--bootstrap",
-        help=env.BOOTSTRAP_HELP,
-        plain_help=True,
-        shown_default=env.BOOTSTRAP_DEFAULT_TEXT,
-    )
-    topic_prefix: str = setting(
-        "", env="GPUFAILOVER_TOPIC_PREFIX", flag="--topic-prefix", help="topic name prefix"
-    )
+    bootstrap: str = bootstrap_setting()
+    topic_prefix: str = topic_prefix_setting()
     kubeconfig: str = setting(
         "",
         env="GPUFAILOVER_KUBECONFIG",
