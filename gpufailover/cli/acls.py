@@ -15,9 +15,10 @@ from typing import Any
 from deploy.acls import ALLOW, ROLE_NAMES, AclBinding, all_bindings
 from deploy.kafka_admin import admin_client
 from gpufailover.cli.errors import quiet_kafka_client_logs
+from gpufailover.cli.target import KafkaTarget
 from gpufailover.errors import NotAuthorized, WrongState
 from gpufailover.security import KafkaSecurity, add_security_arguments
-from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap, env_str
+from gpufailover.settings import add_arguments, default_bootstrap, resolve
 
 
 class AclError(RuntimeError):
@@ -80,7 +81,7 @@ def register(subparsers: Any) -> None:
     apply = actions.add_parser("apply", help="create the ACLs of every role (idempotent)")
     show = actions.add_parser("show", help="print the ACLs `apply` would create")
     for p in (apply, show):
-        p.add_argument("--prefix", default=None, help="topic prefix (env GPUFAILOVER_TOPIC_PREFIX)")
+        add_arguments(p, KafkaTarget, only=("prefix",), document=p is apply)
         p.add_argument(
             "--user",
             action="append",
@@ -89,7 +90,7 @@ def register(subparsers: Any) -> None:
             help=f"SASL user of a role when it is not the role's name (roles: "
             f"{', '.join(ROLE_NAMES)}); repeatable",
         )
-    apply.add_argument("--bootstrap", default=None, help=BOOTSTRAP_HELP)
+    add_arguments(apply, KafkaTarget, only=("bootstrap",))
     add_security_arguments(apply)
     apply.set_defaults(func=cmd_apply)
     show.set_defaults(func=cmd_show)
@@ -105,8 +106,7 @@ def _bindings(args: argparse.Namespace) -> list[AclBinding]:
                 f"{', '.join(ROLE_NAMES)}"
             )
         users[role] = user
-    prefix = args.prefix if args.prefix is not None else env_str("GPUFAILOVER_TOPIC_PREFIX", "")
-    return all_bindings(prefix, users)
+    return all_bindings(resolve(KafkaTarget, args).prefix, users)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -118,7 +118,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     quiet_kafka_client_logs()
     binds = _bindings(args)
-    bootstrap = args.bootstrap or default_bootstrap()
+    bootstrap = resolve(KafkaTarget, args).bootstrap or default_bootstrap()
     security = KafkaSecurity.from_env_and_args(args)
     try:
         count = asyncio.run(apply_acls(bootstrap, binds, security=security))

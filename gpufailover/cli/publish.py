@@ -15,8 +15,9 @@ from typing import Any
 
 import orjson
 
+from gpufailover.cli.target import KafkaTarget
 from gpufailover.security import PLAINTEXT, KafkaSecurity, add_security_arguments
-from gpufailover.settings import BOOTSTRAP_HELP
+from gpufailover.settings import add_arguments, resolve
 from producers.hostlist import HostlistError, expand_hostlist
 from schemas.errors import SchemaError
 from schemas.jobs import EVENT_TYPES, JobEvent
@@ -58,10 +59,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--priority", default=None, help="scheduling priority (integer)")
     parser.add_argument("--spec", default=None, help="job definition as a JSON object")
     parser.add_argument("--ts-ms", default=None, help="event time, epoch ms (default: now)")
-    parser.add_argument("--bootstrap", default=None, help=BOOTSTRAP_HELP)
-    parser.add_argument(
-        "--topic-prefix", default=None, help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)"
-    )
+    add_arguments(parser, KafkaTarget)
     parser.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the broker (30)"
     )
@@ -142,10 +140,11 @@ def build_event(args: argparse.Namespace, now_ms: int) -> JobEvent:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from producers.jobs import now_ms
-    from schemas.topics import TopicNames, default_prefix
+    from schemas.topics import TopicNames
 
+    where = resolve(KafkaTarget, args)
     try:
-        names = TopicNames(default_prefix() if args.topic_prefix is None else args.topic_prefix)
+        names = TopicNames(where.prefix)
         if not args.timeout > 0:
             raise UsageError(f"--timeout: must be > 0, got {args.timeout}")
         event = build_event(args, now_ms())
@@ -156,7 +155,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         print(orjson.dumps({"topic": names.jobs_events, "value": event.to_dict()}).decode())
         return 0
     security = KafkaSecurity.from_env_and_args(args)
-    return asyncio.run(_publish(args.bootstrap, names, event, args.timeout, security))
+    return asyncio.run(_publish(where.bootstrap or None, names, event, args.timeout, security))
 
 
 async def _publish(

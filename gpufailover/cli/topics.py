@@ -9,10 +9,11 @@ from typing import Any
 from deploy.kafka_admin import run_sync
 from deploy.topics import TopicMismatchError, create_topics, default_partitions, describe_topics
 from gpufailover.cli.errors import quiet_kafka_client_logs
+from gpufailover.cli.target import KafkaTarget
 from gpufailover.errors import TopicsMissing
 from gpufailover.security import KafkaSecurity, add_security_arguments
-from gpufailover.settings import BOOTSTRAP_HELP, default_bootstrap
-from schemas.topics import TOPICS, TopicNames, default_prefix
+from gpufailover.settings import add_arguments, default_bootstrap, resolve
+from schemas.topics import TOPICS, TopicNames
 
 
 def register(subparsers: Any) -> None:
@@ -38,14 +39,7 @@ def register(subparsers: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bootstrap",
-        default=None,
-        help=BOOTSTRAP_HELP,
-    )
-    parser.add_argument(
-        "--prefix", default=None, help="topic name prefix (env GPUFAILOVER_TOPIC_PREFIX)"
-    )
+    add_arguments(parser, KafkaTarget)
     add_security_arguments(parser)
 
 
@@ -55,16 +49,16 @@ def _err(message: str) -> None:
 
 def cmd_create(args: argparse.Namespace) -> int:
     quiet_kafka_client_logs()
-    bootstrap = args.bootstrap or default_bootstrap()
+    where = resolve(KafkaTarget, args)
+    bootstrap = where.bootstrap or default_bootstrap()
     try:
-        prefix = default_prefix() if args.prefix is None else args.prefix
-        names = TopicNames(prefix)
+        names = TopicNames(where.prefix)
         partitions = default_partitions() if args.partitions is None else args.partitions
         created = run_sync(
             create_topics(
                 bootstrap,
                 partitions=partitions,
-                prefix=prefix,
+                prefix=where.prefix,
                 replication_factor=args.replication_factor,
                 security=KafkaSecurity.from_env_and_args(args),
             )
@@ -80,9 +74,10 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     quiet_kafka_client_logs()
-    bootstrap = args.bootstrap or default_bootstrap()
+    where = resolve(KafkaTarget, args)
+    bootstrap = where.bootstrap or default_bootstrap()
     try:
-        names = TopicNames(default_prefix() if args.prefix is None else args.prefix)
+        names = TopicNames(where.prefix)
         present = run_sync(
             describe_topics(
                 bootstrap, prefix=names.prefix, security=KafkaSecurity.from_env_and_args(args)
