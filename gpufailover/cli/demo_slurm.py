@@ -14,6 +14,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import orjson
@@ -44,8 +45,7 @@ def check_slurm(args: argparse.Namespace) -> str | None:
 
 def demo_policy(workdir: Path) -> Path:
     """The shipped policy with a grace and lookback of seconds: Slurm runs in real time."""
-    shipped = Path(__file__).resolve().parents[1] / "streams" / "data" / "policy.json"
-    data = orjson.loads(shipped.read_bytes())
+    data = orjson.loads(resources.files("streams").joinpath("data/policy.json").read_bytes())
     data["grace_s"] = GRACE_S
     data["lookback_s"] = LOOKBACK_S
     path = workdir / "policy.json"
