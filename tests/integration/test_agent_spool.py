@@ -38,7 +38,10 @@ def agent(
     args = ["agent", "--source", "kmsg", "--kmsg-path", str(kmsg), "--from-start",
             "--node", NODE, "--bootstrap", bootstrap, "--topic-prefix", prefix,
             "--spool-dir", str(tmp_path / "spool"), "--dedup-window", "60",
-            "--metrics-port", str(metrics_port)]  # fmt: skip
+            "--metrics-port", str(metrics_port),
+            # one heartbeat at start only: a later one (30 s by default) spooled while the
+            # broker is down would change the buffer depth these tests count XIDs by
+            "--heartbeat-interval", "3600"]  # fmt: skip
     return Service(args, tmp_path / f"{name}.log", {"GPUFAILOVER_LOG_LEVEL": "INFO"})
 
 
