@@ -44,6 +44,7 @@ from gpufailover.bench.harness import (
     APP_ID,
     REPO,
     BulkProducer,
+    CpuClock,
     Env,
     LagMonitor,
     LagSample,
@@ -102,7 +103,6 @@ class Context:
     sizes: Sizes
     rows: list[Row] = field(default_factory=list)
     data: Preloaded | None = None
-    one_worker: Drain | None = None
     info: dict[str, Any] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)  # raw latencies, for --json
 
@@ -197,6 +197,13 @@ class Drain:
     duplicates: int
     rss_mb: list[float]
     complete: bool
+    cpu_s: float  # user + system CPU of all workers, first forwarded signal -> last decision
+    evidence_rss_mb: list[float]  # per worker, once `evidence_nodes` nodes' evidence is stored
+
+    @property
+    def cpu_us(self) -> float:
+        """CPU microseconds a record, all workers together."""
+        return self.cpu_s / self.records * 1e6
 
 
 async def load(env: Env, names: TopicNames, data: Preloaded) -> tuple[int, float]:
@@ -206,9 +213,28 @@ async def load(env: Env, names: TopicNames, data: Preloaded) -> tuple[int, float
     return n, time.monotonic() - t
 
 
-async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> tuple[int, float]:
-    """A bare aiokafka consumer reading the input topics from the start: (records, seconds
-    from the first fetch request to the last record)."""
+@dataclass(frozen=True)
+class Read:
+    """A baseline consumer's run: records, wall seconds and CPU seconds over the same span."""
+
+    records: int
+    seconds: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        """CPU microseconds a record."""
+        return self.cpu_s / self.records * 1e6
+
+
+async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> Read:
+    """A bare aiokafka consumer reading the input topics from the start, from the first fetch
+    request to the last record: wall time, and this process's CPU time (nothing else runs in
+    the harness meanwhile)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=env.bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
@@ -217,7 +243,7 @@ async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> tu
         await consumer.seek_to_beginning(*tps)
         loads = orjson.loads
         n = 0
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), time.process_time()
         while n < total:
             batch = await consumer.getmany(timeout_ms=10_000)
             if not batch:
@@ -227,14 +253,14 @@ async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> tu
                 if decode:
                     for m in messages:
                         loads(m.value)
-        return n, time.monotonic() - start
+        return Read(n, time.monotonic() - start, time.process_time() - cpu_start)
     finally:
         await consumer.stop()
 
 
-async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> float:
-    """records/s of gpufailover/bench/faust_noop.py (a faust agent doing nothing) over the
-    inputs."""
+async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> Read:
+    """gpufailover/bench/faust_noop.py (a faust agent doing nothing) over the inputs, from its
+    first record to its last: wall and its process's CPU time."""
     args = [
         sys.executable, "-m", "gpufailover.bench.faust_noop", "--bootstrap", env.bootstrap,
         "--prefix", names.prefix, "--partitions", str(env.partitions),
@@ -253,7 +279,7 @@ async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> floa
                     if not line:
                         raise BenchError(f"faust no-op ({mode}) exited: see {log_path}")
         done = orjson.loads(line[line.index(b"{") :])
-        return float(done["n"] / (done["last"] - done["first"]))
+        return Read(int(done["n"]), done["last"] - done["first"], float(done["cpu_s"]))
     except TimeoutError:
         raise BenchError(f"faust no-op ({mode}) did not finish: see {log_path}") from None
     finally:
@@ -267,8 +293,12 @@ async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> floa
                 await proc.wait()
 
 
-async def drain(ctx: Context, names: TopicNames, count: int, label: str) -> Drain:
-    """Start `count` classifier workers on pre-loaded topics; time them to the last decision."""
+async def drain(
+    ctx: Context, names: TopicNames, count: int, label: str, evidence_nodes: int = 0
+) -> Drain:
+    """Start `count` classifier workers on pre-loaded topics; time them to the last decision
+    and take their CPU time over that span. With `evidence_nodes`, then store that many nodes'
+    evidence (the memory scenario's records) and take each worker's RSS."""
     env, data = ctx.env, ctx.preloaded()
     expected = len(data.decisions)
     total = sum(data.counts.values())
@@ -281,28 +311,33 @@ async def drain(ctx: Context, names: TopicNames, count: int, label: str) -> Drai
         LagMonitor(env.bootstrap, classifier_groups(names, group), env.partitions, 0.25) as lag,
     ):
         spawn = time.monotonic()
+        evidence_rss: list[float] = []
         with workers(services):
-            first = await lag.wait(lambda s: s.done(inputs) > 0, 120)
+            async with CpuClock([pid_of(s) for s in services]) as cpu:
+                first = await lag.wait(lambda s: s.done(inputs) > 0, 120)
+                require_alive(services)
+                if first is None:
+                    raise BenchError(f"no committed offset within 120 s ({services[0].log_path})")
+                rss: list[float] = []
+                with profiled(env, pid_of(services[0]), label):
+                    complete = await tail.wait(
+                        lambda t: (
+                            len(t.first[names.failover_decisions]) >= expected
+                            or bool(dead_letters(t))
+                        ),
+                        timeout,
+                    )
+                    check_dead_letters(tail, label)
+                    for s in services:
+                        rss.append(rss_mb(pid_of(s))[0] if alive(s) else float("nan"))
+                got = tail.first[names.failover_decisions]
+                end = max((a.t for a in got.values()), default=time.monotonic())
+                settled = await lag.wait(lambda s: s.lag(inputs) == 0, 30)
+                if settled is None:
+                    env.log(f"  {label}: input lag not 0 within 30 s of the last decision")
             require_alive(services)
-            if first is None:
-                raise BenchError(f"no committed offset within 120 s ({services[0].log_path})")
-            rss: list[float] = []
-            with profiled(env, pid_of(services[0]), label):
-                complete = await tail.wait(
-                    lambda t: (
-                        len(t.first[names.failover_decisions]) >= expected or bool(dead_letters(t))
-                    ),
-                    timeout,
-                )
-                check_dead_letters(tail, label)
-                for s in services:
-                    rss.append(rss_mb(pid_of(s))[0] if alive(s) else float("nan"))
-            got = tail.first[names.failover_decisions]
-            end = max((a.t for a in got.values()), default=time.monotonic())
-            settled = await lag.wait(lambda s: s.lag(inputs) == 0, 30)
-            if settled is None:
-                env.log(f"  {label}: input lag not 0 within 30 s of the last decision")
-            require_alive(services)
+            if evidence_nodes:
+                evidence_rss = await store_evidence(ctx, names, services, lag, evidence_nodes)
     decisions = {
         (a.value["job_id"], a.value["attempt"]): (a.value["verdict"], a.value["action"])
         for a in got.values()
@@ -323,7 +358,24 @@ async def drain(ctx: Context, names: TopicNames, count: int, label: str) -> Drai
         duplicates=tail.duplicates[names.failover_decisions],
         rss_mb=rss,
         complete=complete,
+        cpu_s=cpu.between(began, end),
+        evidence_rss_mb=evidence_rss,
     )
+
+
+async def store_evidence(
+    ctx: Context, names: TopicNames, services: list[Service], lag: LagMonitor, nodes: int
+) -> list[float]:
+    """Send `nodes` nodes' evidence (2 software XIDs each) to running workers; once they have
+    stored it (no lag on the inputs nor on node-signals), each worker's RSS in MB."""
+    drained = [*input_topics(names), names.node_signals]
+    async with BulkProducer(ctx.env.bootstrap, ctx.env.partitions) as producer:
+        n = await producer.send_all(node_evidence(names, nodes))
+    done = await lag.wait(lambda s: s.lag(drained) == 0, 120 + n / 500)
+    require_alive(services)
+    if done is None:
+        raise BenchError(f"the workers did not store {nodes:,} nodes' evidence ({n:,} records)")
+    return [rss_mb(pid_of(s))[0] for s in services]
 
 
 async def scenario_throughput(ctx: Context) -> None:
@@ -333,26 +385,38 @@ async def scenario_throughput(ctx: Context) -> None:
     ctx.row(sc, "records pre-loaded", n, note=f"load {n / secs:,.0f} rec/s (bulk producer)")
     total = sum(data.counts[t] for t in (Topic.GPU_XID, Topic.GPU_HEALTH, Topic.JOBS_EVENTS))
     env.log("bare aiokafka consumer: read only, then read + orjson.loads")
-    n_raw, s_raw = await bare_read(env, names, total, decode=False)
-    n_dec, s_dec = await bare_read(env, names, total, decode=True)
-    bare = n_raw / s_raw
+    raw = await bare_read(env, names, total, decode=False)
+    dec = await bare_read(env, names, total, decode=True)
+    bare = raw.rate
     ctx.row(sc, "bare aiokafka read", bare, "rec/s", note="same topics, same broker, same run")
-    ctx.row(sc, "bare aiokafka read + orjson.loads", n_dec / s_dec, "rec/s")
-    noop: dict[str, float] = {}
+    ctx.row(sc, "bare aiokafka read + orjson.loads", dec.rate, "rec/s")
+    noop: dict[str, Read] = {}
     for mode in ("events", "take"):
         env.log(f"faust no-op agent ({mode})")
         noop[mode] = await faust_noop(env, names, total, mode)
     ctx.row(
         sc,
         "faust no-op agent, stream.events()",
-        noop["events"],
+        noop["events"].rate,
         "rec/s",
         note="faust's own per-record cost, same settings as the classifier",
     )
-    ctx.row(sc, "faust no-op agent, stream.take(1000)", noop["take"], "rec/s")
+    ctx.row(sc, "faust no-op agent, stream.take(1000)", noop["take"].rate, "rec/s")
     env.log("classifier: 1 worker")
     d = await drain(ctx, names, 1, "throughput")
-    ctx.one_worker = d
+    cpu_note = "user+sys of the consumer's process over its first to last record"
+    ctx.row(sc, "CPU per record: bare aiokafka read", raw.cpu_us, "us", note=cpu_note)
+    ctx.row(sc, "CPU per record: bare aiokafka read + orjson.loads", dec.cpu_us, "us")
+    ctx.row(sc, "CPU per record: faust no-op, stream.events()", noop["events"].cpu_us, "us")
+    ctx.row(sc, "CPU per record: faust no-op, stream.take(1000)", noop["take"].cpu_us, "us")
+    ctx.row(
+        sc,
+        "CPU per record: classifier",
+        d.cpu_us,
+        "us",
+        note=f"{d.cpu_s:.2f} CPU s over the {d.drain_s:.1f} s drain (/proc/<pid>/stat)",
+    )
+    ctx.row(sc, "CPU per record: classifier / bare aiokafka", d.cpu_us / raw.cpu_us)
     ctx.row(
         sc,
         "classifier drain",
@@ -364,7 +428,7 @@ async def scenario_throughput(ctx: Context) -> None:
     )
     ratio = d.rate / bare
     ctx.row(sc, "classifier / bare aiokafka", ratio, "", ">= 0.5", ratio >= 0.5)
-    ctx.row(sc, "classifier / faust no-op (events)", d.rate / noop["events"])
+    ctx.row(sc, "classifier / faust no-op (events)", d.rate / noop["events"].rate)
     ctx.row(
         sc,
         "classifier incl. startup",
@@ -390,49 +454,70 @@ async def scenario_throughput(ctx: Context) -> None:
 
 
 async def scenario_scaleout(ctx: Context) -> None:
-    env, data, sc = ctx.env, ctx.preloaded(), "scaleout"
-    if ctx.one_worker is None:
-        names1 = await env.topic_set("scaleout1")
-        await load(env, names1, data)
-        env.log("classifier: 1 worker")
-        ctx.one_worker = await drain(ctx, names1, 1, "scaleout-1")
-    one = ctx.one_worker
-    ctx.row(sc, "1 worker", one.rate, "rec/s")
-    for count in ctx.sizes.scaleout_workers:
+    """1 worker, then each of `scaleout_workers`, on a fresh copy of the throughput data each;
+    after each drain, `nodes` nodes' evidence is stored and each worker's RSS taken."""
+    env, data, sc, nodes = ctx.env, ctx.preloaded(), "scaleout", ctx.sizes.nodes
+    ctx.row(sc, "partitions", env.partitions)
+    runs: dict[int, Drain] = {}
+    for count in (1, *ctx.sizes.scaleout_workers):
         names = await env.topic_set(f"scaleout{count}")
         await load(env, names, data)
-        env.log(f"classifier: {count} workers, one consumer group")
-        many = await drain(ctx, names, count, f"scaleout-{count}")
-        _scaleout_rows(ctx, sc, one, many, count)
+        env.log(f"classifier: {count} worker(s), one consumer group; then {nodes:,} nodes")
+        runs[count] = await drain(ctx, names, count, f"scaleout-{count}", evidence_nodes=nodes)
+        _scaleout_rows(ctx, sc, runs[1], runs[count], count, nodes)
 
 
-def _scaleout_rows(ctx: Context, sc: str, one: Drain, two: Drain, count: int) -> None:
-    w = f"{count} workers"
-    ctx.row(sc, w, two.rate, "rec/s", note=f"startup {two.startup_s:.1f} s")
-    ctx.row(sc, f"{count} / 1 workers", two.rate / one.rate, note="2 cores shared with the broker")
-    same = two.decisions == one.decisions
-    diff = len(set(two.decisions.items()) ^ set(one.decisions.items()))
+def _scaleout_rows(ctx: Context, sc: str, one: Drain, many: Drain, count: int, nodes: int) -> None:
+    w = f"{count} worker" + ("s" if count > 1 else "")
+    ctx.row(sc, w, many.rate, "rec/s", note=f"startup {many.startup_s:.1f} s")
+    ctx.row(
+        sc,
+        f"CPU per record ({w})",
+        many.cpu_us,
+        "us",
+        note=f"user+sys of all {w}, {many.cpu_s:.2f} CPU s over the {many.drain_s:.1f} s drain",
+    )
+    rss = ", ".join(f"{r:,.0f}" for r in many.evidence_rss_mb)
+    ctx.row(
+        sc,
+        f"RSS per worker with {nodes:,} nodes ({w})",
+        max(many.evidence_rss_mb),
+        "MB",
+        note=f"each: {rss} MB; after the drain: "
+        + ", ".join(f"{r:,.0f}" for r in many.rss_mb)
+        + " MB",
+    )
+    if count == 1:
+        return
+    ctx.row(sc, f"{count} / 1 workers", many.rate / one.rate, note="wall-clock rate")
+    ctx.row(
+        sc,
+        f"CPU per record {count} / 1 workers",
+        many.cpu_us / one.cpu_us,
+        note="comparable on a shared machine where the wall-clock rate is not",
+    )
+    same = many.decisions == one.decisions
+    diff = len(set(many.decisions.items()) ^ set(one.decisions.items()))
     ctx.row(
         sc,
         f"same decisions as 1 worker ({w})",
         "yes" if same else f"no ({diff} differ)",
         target="same",
-        ok=same and two.complete,
-        note=f"{len(two.decisions)} decisions, {two.duplicates} duplicates"
+        ok=same and many.complete,
+        note=f"{len(many.decisions)} decisions, {many.duplicates} duplicates"
         + "".join(
             f"; {job}/{attempt}: 1 worker {one.decisions.get((job, attempt))},"
-            f" {w} {two.decisions.get((job, attempt))},"
+            f" {w} {many.decisions.get((job, attempt))},"
             f" replay {ctx.preloaded().decisions.get((job, attempt))}"
             for job, attempt in sorted(
                 {
                     k
-                    for k in one.decisions.keys() | two.decisions.keys()
-                    if one.decisions.get(k) != two.decisions.get(k)
+                    for k in one.decisions.keys() | many.decisions.keys()
+                    if one.decisions.get(k) != many.decisions.get(k)
                 }
             )[:5]
         ),
     )
-    ctx.row(sc, f"RSS per worker ({w})", max(two.rss_mb), "MB")
 
 
 # -- probes: timed jobs ------------------------------------------------------------------------
