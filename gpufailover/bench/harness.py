@@ -425,6 +425,7 @@ def classifier(
     idle_after_s: float = 5.0,
     tick_interval_s: float = 1.0,
     tag: str = "classifier",
+    extra_env: Mapping[str, str] | None = None,
 ) -> Service:
     """`gpufailover classifier` on the topic set, its faust data dir in the scratch folder."""
     args = [
@@ -438,7 +439,11 @@ def classifier(
         "--policy", str(policy or SHIPPED_POLICY),
     ]  # fmt: skip
     log_path = env.tmp / f"{names.prefix}{tag}-{time.monotonic_ns()}.log"
-    extra = {"GPUFAILOVER_STATE_DIR": str(env.tmp / "state"), **env.classifier_env}
+    extra = {
+        "GPUFAILOVER_STATE_DIR": str(env.tmp / "state"),
+        **(extra_env or {}),
+        **env.classifier_env,
+    }
     return Service(args, log_path, extra)
 
 

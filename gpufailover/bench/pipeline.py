@@ -40,6 +40,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from gpufailover.bench import SCENARIOS, bench_replay
+from gpufailover.bench.fleet import Fleet
 from gpufailover.bench.harness import (
     APP_ID,
     REPO,
@@ -66,6 +67,7 @@ from gpufailover.bench.harness import (
 )
 from gpufailover.bench.service import Service
 from gpufailover.bench.workload import Preloaded, node_evidence, preloaded, termination, xid
+from schemas.event_time import BOUNDS_OFF_ENV
 from schemas.topics import Topic, TopicNames
 
 GRACE_S = 2  # the short grace of the latency and flood runs (non-hardware decisions wait it)
@@ -87,11 +89,14 @@ class Sizes:
     nodes: int  # memory: nodes with evidence
     replay: int  # replay benchmark records
     scaleout_workers: tuple[int, ...] = (2,)  # worker counts compared with 1 worker
+    fleet_nodes: int = 10_000  # realistic: the fleet whose input rate is sent
+    realistic_s: float = 60.0  # realistic: measuring time
 
     @staticmethod
     def for_run(quick: bool, records: int | None) -> Sizes:
         if quick:
-            return Sizes(records or 5_000, 300.0, 6.0, 5_000, 500, 100.0, 1_000, 20_000)
+            quick_sizes = (records or 5_000, 300.0, 6.0, 5_000, 500, 100.0, 1_000, 20_000)
+            return Sizes(*quick_sizes, fleet_nodes=1_000, realistic_s=12.0)
         return Sizes(
             records or 300_000, 5_000.0, 60.0, 500_000, 100_000, 1_000.0, 100_000, 1_000_000
         )
@@ -304,7 +309,12 @@ async def drain(
     total = sum(data.counts.values())
     group = f"{names.prefix}{APP_ID}"
     inputs = input_topics(names)
-    services = [classifier(env, names, idle_after_s=1e6, tag=f"{label}-{i}") for i in range(count)]
+    # The pre-loaded mix is stamped at a fixed date (2026-03-15, replay's benchmark): the
+    # live event-time bounds would dead-letter it as older than the retention horizon.
+    services = [
+        classifier(env, names, idle_after_s=1e6, tag=f"{label}-{i}", extra_env=BOUNDS_OFF_ENV)
+        for i in range(count)
+    ]
     timeout = 120 + total / 500
     async with (
         Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
@@ -613,12 +623,21 @@ def latency_rows(
 class LoadGen:
     """gpufailover/bench/loadgen.py as a process (noise at a rate; a flood on request)."""
 
-    def __init__(self, env: Env, names: TopicNames, rate: float, flood: int = 0, wave: int = 0):
+    def __init__(
+        self,
+        env: Env,
+        names: TopicNames,
+        rate: float,
+        flood: int = 0,
+        wave: int = 0,
+        fleet_nodes: int = 0,
+    ) -> None:
         self.args = [
             sys.executable, "-m", "gpufailover.bench.loadgen",
             "--bootstrap", env.bootstrap, "--prefix", names.prefix,
             "--partitions", str(env.partitions), "--rate", str(rate),
             "--flood-count", str(flood), "--wave-nodes", str(wave),
+            "--fleet-nodes", str(fleet_nodes),
         ]  # fmt: skip
         self.log_path = env.tmp / f"{names.prefix}loadgen.log"
         self.proc: asyncio.subprocess.Process | None = None
@@ -918,6 +937,87 @@ async def scenario_memory(ctx: Context) -> None:
     await changelog_rows(ctx, sc, names, n)
 
 
+# -- realistic load --------------------------------------------------------------------------
+
+
+async def scenario_realistic(ctx: Context) -> None:
+    """A real fleet's input rate (fleet.py) for `realistic_s`, with a few probe jobs: the
+    classifier's CPU share (CPU seconds / wall seconds) at that rate and its decision latency."""
+    env, sizes, sc = ctx.env, ctx.sizes, "realistic"
+    fleet = Fleet(nodes=sizes.fleet_nodes)
+    names = await env.topic_set(sc)
+    group = f"{names.prefix}{APP_ID}"
+    inputs = input_topics(names)
+    svc = classifier(env, names, policy=env.policy(GRACE_S), tag=sc)
+    async with (
+        Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
+        BulkProducer(env.bootstrap, env.partitions) as producer,
+        LagMonitor(env.bootstrap, classifier_groups(names, group), env.partitions, 0.5) as lag,
+    ):
+        prober = Prober(producer, names, tail, "real")
+        with workers([svc]):
+            await warm_up(prober)
+            pid = pid_of(svc)
+            async with (
+                LoadGen(env, names, fleet.rate, fleet_nodes=fleet.nodes) as gen,
+                CpuClock([pid]) as cpu,
+            ):
+                base = lag.samples[-1].done(inputs)
+                steady = await lag.wait(lambda s: s.done(inputs) >= base + 2 * fleet.rate, 60)
+                if steady is None:
+                    raise BenchError("the classifier made no progress on the fleet's load")
+                stop = asyncio.Event()
+                t0, done0 = time.monotonic(), lag.samples[-1].done(inputs)
+                with profiled(env, pid, sc):
+                    asyncio.get_running_loop().call_later(sizes.realistic_s, stop.set)
+                    await prober.run(stop, per_s=0.5)  # a few terminations meanwhile
+                    t1, done1 = time.monotonic(), lag.samples[-1].done(inputs)
+                    complete = await tail.wait(prober.done, 60 + GRACE_S)
+                    summary = await gen.stop()
+            check_dead_letters(tail, sc)
+            require_alive([svc])
+            rss = rss_mb(pid)[0]
+    cpu_used = cpu.between(t0, t1)
+    ctx.row(sc, "fleet input rate", fleet.rate, "rec/s", note=fleet.describe())
+    ctx.row(
+        sc,
+        "fleet input rate, changes only",
+        fleet.published_rate,
+        "rec/s",
+        note="what agents publish while no GPU changes condition (heartbeats + XIDs); the "
+        "load above sends every health sample, an upper bound",
+    )
+    ctx.row(sc, "load sent", summary["rate"], "rec/s", note="own process, event time = now")
+    ctx.row(
+        sc,
+        "classifier CPU share",
+        cpu_used / (t1 - t0),
+        "CPU s / s",
+        note=f"{cpu_used:.1f} CPU s over {t1 - t0:.1f} s (user+sys, /proc/<pid>/stat); "
+        "1.0 = one core",
+    )
+    if done1 > done0:
+        ctx.row(
+            sc,
+            "classifier CPU per record",
+            cpu_used / (done1 - done0) * 1e6,
+            "us",
+            note=f"{done1 - done0:,} input records committed meanwhile",
+        )
+    latency_rows(ctx, sc, "hardware decision", prober.latencies("hardware"), 0.5)
+    latency_rows(
+        ctx, sc, "non-hardware minus grace", prober.latencies("other"), None, f"grace {GRACE_S} s"
+    )
+    ctx.row(
+        sc,
+        "probe decisions",
+        "all" if complete else "MISSING",
+        ok=complete,
+        note=str(prober.verdicts()),
+    )
+    ctx.row(sc, "classifier RSS", rss, "MB")
+
+
 # -- replay ----------------------------------------------------------------------------------
 
 
@@ -941,6 +1041,7 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[None]]] = {
     "memory": scenario_memory,
     "scaleout": scenario_scaleout,
     "replay": scenario_replay,
+    "realistic": scenario_realistic,
 }
 
 
@@ -1052,7 +1153,14 @@ def run_from_args(args: argparse.Namespace) -> int:
                     profile_dir=args.profile,
                     sizes={
                         k: v
-                        for k in ("rate", "flood", "wave", "nodes", "scaleout_workers")
+                        for k in (
+                            "rate",
+                            "flood",
+                            "wave",
+                            "nodes",
+                            "scaleout_workers",
+                            "fleet_nodes",
+                        )
                         if (v := getattr(args, k, None)) is not None
                     },
                     classifier_env=dict(kv.split("=", 1) for kv in args.classifier_env or []),
