@@ -4,14 +4,19 @@ Scenarios (each on a fresh topic set, the classifier as a `gpufailover classifie
 
   throughput  pre-load the replay benchmark's mix, time the classifier draining it (first
               committed offset -> last expected decision), beside a bare aiokafka consumer
-              reading the same input topics on the same broker in the same run
+              reading the same input topics on the same broker in the same run; CPU time per
+              record of each (user + sys of its process over the same span)
   latency     steady health/XID noise from a separate process; probe jobs terminate with a
               hardware XID (timed to their decision) or without evidence (timed minus the grace)
   flood       500,000 identical XIDs from one GPU plus a fleet-wide wave, beside light noise
               and probe jobs: lag peak, catch-up time, probe latencies, RSS before/after
   memory      classifier RSS with 100,000 nodes' evidence in its tables
-  scaleout    throughput's data with 2 workers in one consumer group: decisions and rate
+  scaleout    throughput's data drained by 1 worker, then by N (--workers) in one consumer
+              group: decisions, rate, CPU time per record, then RSS per worker with --nodes
+              nodes' evidence
   replay      gpufailover/bench/bench_replay.py: replay engine vs orjson parse-only
+  realistic   a 10,000-node fleet's input rate (fleet.py) with a few probe jobs: the
+              classifier's CPU share (CPU s / wall s) and decision latency at that rate
 
 Prints one table; `--json FILE` also writes the rows. `--profile DIR` attaches py-spy to the
 classifier during each scenario (raw collapsed stacks; summarise with gpufailover/bench/profile.py).
