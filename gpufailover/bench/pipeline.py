@@ -963,22 +963,25 @@ async def scenario_realistic(ctx: Context) -> None:
         with workers([svc]):
             await warm_up(prober)
             pid = pid_of(svc)
-            async with (
-                LoadGen(env, names, fleet.rate, fleet_nodes=fleet.nodes) as gen,
-                CpuClock([pid]) as cpu,
-            ):
-                base = lag.samples[-1].done(inputs)
-                steady = await lag.wait(lambda s: s.done(inputs) >= base + 2 * fleet.rate, 60)
-                if steady is None:
-                    raise BenchError("the classifier made no progress on the fleet's load")
-                stop = asyncio.Event()
-                t0, done0 = time.monotonic(), lag.samples[-1].done(inputs)
-                with profiled(env, pid, sc):
-                    asyncio.get_running_loop().call_later(sizes.realistic_s, stop.set)
-                    await prober.run(stop, per_s=0.5)  # a few terminations meanwhile
-                    t1, done1 = time.monotonic(), lag.samples[-1].done(inputs)
-                    complete = await tail.wait(prober.done, 60 + GRACE_S)
-                    summary = await gen.stop()
+            async with CpuClock([pid]) as cpu:
+                # The classifier's own cost with no input (ticks, polls, metrics), to tell the
+                # fixed part of its CPU share from the part that grows with the rate.
+                idle0 = time.monotonic()
+                await asyncio.sleep(sizes.realistic_s / 4)  # a measuring window, not a wait
+                idle1 = time.monotonic()
+                async with LoadGen(env, names, fleet.rate, fleet_nodes=fleet.nodes) as gen:
+                    base = lag.samples[-1].done(inputs)
+                    steady = await lag.wait(lambda s: s.done(inputs) >= base + 2 * fleet.rate, 60)
+                    if steady is None:
+                        raise BenchError("the classifier made no progress on the fleet's load")
+                    stop = asyncio.Event()
+                    t0, done0 = time.monotonic(), lag.samples[-1].done(inputs)
+                    with profiled(env, pid, sc):
+                        asyncio.get_running_loop().call_later(sizes.realistic_s, stop.set)
+                        await prober.run(stop, per_s=0.5)  # a few terminations meanwhile
+                        t1, done1 = time.monotonic(), lag.samples[-1].done(inputs)
+                        complete = await tail.wait(prober.done, 60 + GRACE_S)
+                        summary = await gen.stop()
             check_dead_letters(tail, sc)
             require_alive([svc])
             rss = rss_mb(pid)[0]
@@ -993,6 +996,14 @@ async def scenario_realistic(ctx: Context) -> None:
         "load above sends every health sample, an upper bound",
     )
     ctx.row(sc, "load sent", summary["rate"], "rec/s", note="own process, event time = now")
+    idle_share = cpu.between(idle0, idle1) / (idle1 - idle0)
+    ctx.row(
+        sc,
+        "classifier CPU share, idle",
+        idle_share,
+        "CPU s / s",
+        note=f"no input for {idle1 - idle0:.0f} s before the load (ticks, polls, metrics)",
+    )
     ctx.row(
         sc,
         "classifier CPU share",

@@ -88,7 +88,12 @@ async def test_quick_benchmark_runs_every_scenario_and_reports_every_number(
 
     # realistic: the fleet's rate sent, the classifier's CPU share taken, probes decided
     assert _value(rows, "realistic", "probe decisions") == "all"
-    for metric in ("fleet input rate", "load sent", "classifier CPU share"):
+    for metric in (
+        "fleet input rate",
+        "load sent",
+        "classifier CPU share",
+        "classifier CPU share, idle",
+    ):
         _number(rows, "realistic", metric)
     _number(rows, "realistic", "hardware decision p99")
     _number(rows, "replay", "replay engine")
