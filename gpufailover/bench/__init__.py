@@ -2,4 +2,5 @@
 
 This module stays light: the CLI imports it for `--help`."""
 
-SCENARIOS = ("throughput", "latency", "flood", "memory", "scaleout", "replay")  # run in this order
+# run in this order
+SCENARIOS = ("throughput", "latency", "flood", "memory", "scaleout", "replay", "realistic")

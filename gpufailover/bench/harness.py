@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import os
 import signal
@@ -16,10 +17,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -34,6 +35,8 @@ from schemas.topics import TopicNames
 REPO = Path(__file__).resolve().parents[2]
 APP_ID = "gpufailover-classifier"
 SHIPPED_POLICY = REPO / "streams" / "data" / "policy.json"
+
+T = TypeVar("T")
 
 # (real topic, key, value, partition or None: the default partitioner's choice)
 Record = tuple[str, bytes | None, bytes, int | None]
@@ -240,7 +243,40 @@ class LagSample:
         return sum(self.committed.get(t, 0) for t in names)
 
 
-COORDINATOR_WAIT_S = 60.0
+RETRIABLE_WAIT_S = 60.0  # how long a retriable broker error is waited out
+
+
+async def retrying(
+    what: str,
+    call: Callable[[], Awaitable[T]],
+    timeout_s: float = RETRIABLE_WAIT_S,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> T:
+    """`call()`, again while the broker answers with a retriable error (aiokafka's `retriable`:
+    a group coordinator or partition leader that does not exist yet on a fresh broker, a
+    connection being set up), for up to `timeout_s`; then that error is raised. Other errors
+    are raised at once. Says once what it waits for."""
+    from aiokafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    waiting = False
+    while True:
+        try:
+            result = await call()
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() + delay > deadline:
+                raise
+            if not waiting:
+                log(f"  waiting for the broker ({what}): {type(exc).__name__}, retriable; "
+                    f"retrying for up to {timeout_s:.0f} s")  # fmt: skip
+                waiting = True
+            await asyncio.sleep(delay)  # back-off between retries of a retriable broker error
+            delay = min(1.0, delay * 2)
+            continue
+        if waiting:
+            log(f"  broker ready ({what})")
+        return result
 
 
 class LagMonitor:
@@ -287,25 +323,16 @@ class LagMonitor:
         await self._admin_cm.__aexit__(None, None, None)
         await self._consumer.stop()
 
-    async def _group_offsets(self, group: str, tps: list[TopicPartition]) -> Any:
-        """A group's committed offsets; on a fresh broker the group coordinator (and its
-        __consumer_offsets topic) may not exist yet: retriable, waited out for a bounded time."""
-        from aiokafka.errors import CoordinatorNotAvailableError, NotCoordinatorError
-
-        deadline = time.monotonic() + COORDINATOR_WAIT_S
-        while True:
-            try:
-                return await self._admin.list_consumer_group_offsets(group, partitions=tps)
-            except (CoordinatorNotAvailableError, NotCoordinatorError):
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.2)  # a bounded retry of a retriable broker error
+    def _offsets(self, group: str, tps: list[TopicPartition]) -> Callable[[], Awaitable[Any]]:
+        return lambda: self._admin.list_consumer_group_offsets(group, partitions=tps)
 
     async def sample(self) -> LagSample:
-        end = await self._consumer.end_offsets(self.tps)
+        # On a fresh broker the group coordinator (and its __consumer_offsets topic) may not
+        # exist yet when the first sample is taken: retriable, waited out (bounded).
+        end = await retrying("end offsets", lambda: self._consumer.end_offsets(self.tps))
         committed: dict[TopicPartition, Any] = {}
         for group, tps in self.groups.items():
-            committed.update(await self._group_offsets(group, tps))
+            committed.update(await retrying(f"offsets of group {group}", self._offsets(group, tps)))
         s = LagSample(
             time.monotonic(),
             {t: sum(max(0, committed[tp].offset) for tp in committed if tp.topic == t)
@@ -348,7 +375,7 @@ async def record_counts(bootstrap: str, prefix: str, suffix: str = "") -> dict[s
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        end = await consumer.end_offsets(tps)
+        end = await retrying(f"end offsets of {prefix}*", lambda: consumer.end_offsets(tps))
     finally:
         await consumer.stop()
     counts: dict[str, int] = {}
@@ -369,7 +396,8 @@ async def first_record_monotonic(bootstrap: str, topic: str, partitions: int) ->
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
-        waiting = {tp for tp, end in (await consumer.end_offsets(tps)).items() if end > 0}
+        ends = await retrying(f"end offsets of {topic}", lambda: consumer.end_offsets(tps))
+        waiting = {tp for tp, end in ends.items() if end > 0}
         first: list[int] = []
         while waiting:
             # All partitions: aiokafka does not fetch more for the others while data it fetched
@@ -397,6 +425,7 @@ def classifier(
     idle_after_s: float = 5.0,
     tick_interval_s: float = 1.0,
     tag: str = "classifier",
+    extra_env: Mapping[str, str] | None = None,
 ) -> Service:
     """`gpufailover classifier` on the topic set, its faust data dir in the scratch folder."""
     args = [
@@ -410,7 +439,11 @@ def classifier(
         "--policy", str(policy or SHIPPED_POLICY),
     ]  # fmt: skip
     log_path = env.tmp / f"{names.prefix}{tag}-{time.monotonic_ns()}.log"
-    extra = {"GPUFAILOVER_STATE_DIR": str(env.tmp / "state"), **env.classifier_env}
+    extra = {
+        "GPUFAILOVER_STATE_DIR": str(env.tmp / "state"),
+        **(extra_env or {}),
+        **env.classifier_env,
+    }
     return Service(args, log_path, extra)
 
 
@@ -442,6 +475,68 @@ def rss_mb(pid: int) -> tuple[float, float]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(rest.split()[0]) / 1024
     return fields["VmRSS"], fields["VmHWM"]
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (all its threads, not its
+    children), from /proc/<pid>/stat (fields 14 and 15, in clock ticks)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # the name in parentheses may hold spaces
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class CpuClock:
+    """The CPU seconds of some processes, sampled every `interval_s` in the background, so the
+    CPU they used between two moments known only afterwards (the first forwarded record, the
+    last decision) can be read: `between(t0, t1)`, interpolated between samples."""
+
+    def __init__(self, pids: Sequence[int], interval_s: float = 0.1) -> None:
+        self.pids = list(pids)
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, float]] = []  # (monotonic, CPU seconds of all pids)
+        self._last: dict[int, float] = dict.fromkeys(self.pids, 0.0)
+        self._task: asyncio.Task[None] | None = None
+
+    def sample(self) -> None:
+        for pid in self.pids:
+            with contextlib.suppress(OSError, ValueError, IndexError):  # exited: its last value
+                self._last[pid] = cpu_s(pid)
+        self.samples.append((time.monotonic(), sum(self._last.values())))
+
+    async def __aenter__(self) -> CpuClock:
+        self.sample()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.sample()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)  # sampling period
+            self.sample()
+
+    def at(self, t: float) -> float:
+        """CPU seconds used up to monotonic time `t` (clamped to the sampled span)."""
+        samples = self.samples
+        if not samples:
+            raise ValueError("no CPU sample taken")
+        if t <= samples[0][0]:
+            return samples[0][1]
+        for (t0, c0), (t1, c1) in itertools.pairwise(samples):
+            if t0 <= t <= t1:
+                return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 1.0)
+        return samples[-1][1]
+
+    def between(self, t0: float, t1: float) -> float:
+        return self.at(t1) - self.at(t0)
 
 
 def pid_of(service: Service) -> int:

@@ -1,6 +1,7 @@
 """Load generator process for the pipeline benchmarks (run by the harness, not by hand).
 
-Sends health/XID noise at `--rate` records/s (event time = now) until its stdin closes. A line
+Sends health/XID noise at `--rate` records/s (event time = now) until its stdin closes: the
+stress mix over 4,096 nodes, or with `--fleet-nodes N` a real fleet's mix (fleet.py). A line
 `flood` on stdin sends `--flood-count` identical XIDs plus a wave over `--wave-nodes` nodes as
 fast as it can, beside the steady noise. It reports on stdout, one JSON object a line:
 `started`, `flood-start`, `flood-end`, and `stopped` with what it sent. Its own process, so the
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
+from gpufailover.bench.fleet import Fleet, FleetNoise
 from gpufailover.bench.harness import BulkProducer
 from gpufailover.bench.workload import Noise, flood
 from schemas.topics import TopicNames
@@ -30,7 +32,9 @@ def emit(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-async def steady(producer: AIOKafkaProducer, noise: Noise, rate: float, stop: asyncio.Event) -> int:
+async def steady(
+    producer: AIOKafkaProducer, noise: Noise | FleetNoise, rate: float, stop: asyncio.Event
+) -> int:
     sent = 0
     start = time.monotonic()
     next_t = start
@@ -57,7 +61,12 @@ async def main_async(args: argparse.Namespace) -> None:
     try:
         async with BulkProducer(args.bootstrap, args.partitions) as bulk:
             t0 = time.time()
-            task = asyncio.create_task(steady(producer, Noise(names, args.seed), args.rate, stop))
+            noise = (
+                FleetNoise(names, Fleet(nodes=args.fleet_nodes), args.seed)
+                if args.fleet_nodes
+                else Noise(names, args.seed)
+            )
+            task = asyncio.create_task(steady(producer, noise, args.rate, stop))
             emit("started")
             while line := (await reader.readline()).strip():
                 if line == b"flood":
@@ -82,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flood-count", type=int, default=500_000)
     p.add_argument("--wave-nodes", type=int, default=100_000)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--fleet-nodes", type=int, default=0, help="a real fleet's mix (fleet.py)")
     args = p.parse_args(argv)
     asyncio.run(main_async(args))
     return 0

@@ -4,14 +4,19 @@ Scenarios (each on a fresh topic set, the classifier as a `gpufailover classifie
 
   throughput  pre-load the replay benchmark's mix, time the classifier draining it (first
               committed offset -> last expected decision), beside a bare aiokafka consumer
-              reading the same input topics on the same broker in the same run
+              reading the same input topics on the same broker in the same run; CPU time per
+              record of each (user + sys of its process over the same span)
   latency     steady health/XID noise from a separate process; probe jobs terminate with a
               hardware XID (timed to their decision) or without evidence (timed minus the grace)
   flood       500,000 identical XIDs from one GPU plus a fleet-wide wave, beside light noise
               and probe jobs: lag peak, catch-up time, probe latencies, RSS before/after
   memory      classifier RSS with 100,000 nodes' evidence in its tables
-  scaleout    throughput's data with 2 workers in one consumer group: decisions and rate
+  scaleout    throughput's data drained by 1 worker, then by N (--workers) in one consumer
+              group: decisions, rate, CPU time per record, then RSS per worker with --nodes
+              nodes' evidence
   replay      gpufailover/bench/bench_replay.py: replay engine vs orjson parse-only
+  realistic   a 10,000-node fleet's input rate (fleet.py) with a few probe jobs: the
+              classifier's CPU share (CPU s / wall s) and decision latency at that rate
 
 Prints one table; `--json FILE` also writes the rows. `--profile DIR` attaches py-spy to the
 classifier during each scenario (raw collapsed stacks; summarise with gpufailover/bench/profile.py).
@@ -40,10 +45,12 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from gpufailover.bench import SCENARIOS, bench_replay
+from gpufailover.bench.fleet import Fleet
 from gpufailover.bench.harness import (
     APP_ID,
     REPO,
     BulkProducer,
+    CpuClock,
     Env,
     LagMonitor,
     LagSample,
@@ -65,6 +72,7 @@ from gpufailover.bench.harness import (
 )
 from gpufailover.bench.service import Service
 from gpufailover.bench.workload import Preloaded, node_evidence, preloaded, termination, xid
+from schemas.event_time import BOUNDS_OFF_ENV
 from schemas.topics import Topic, TopicNames
 
 GRACE_S = 2  # the short grace of the latency and flood runs (non-hardware decisions wait it)
@@ -86,11 +94,14 @@ class Sizes:
     nodes: int  # memory: nodes with evidence
     replay: int  # replay benchmark records
     scaleout_workers: tuple[int, ...] = (2,)  # worker counts compared with 1 worker
+    fleet_nodes: int = 10_000  # realistic: the fleet whose input rate is sent
+    realistic_s: float = 60.0  # realistic: measuring time
 
     @staticmethod
     def for_run(quick: bool, records: int | None) -> Sizes:
         if quick:
-            return Sizes(records or 5_000, 300.0, 6.0, 5_000, 500, 100.0, 1_000, 20_000)
+            quick_sizes = (records or 5_000, 300.0, 6.0, 5_000, 500, 100.0, 1_000, 20_000)
+            return Sizes(*quick_sizes, fleet_nodes=1_000, realistic_s=12.0)
         return Sizes(
             records or 300_000, 5_000.0, 60.0, 500_000, 100_000, 1_000.0, 100_000, 1_000_000
         )
@@ -102,7 +113,6 @@ class Context:
     sizes: Sizes
     rows: list[Row] = field(default_factory=list)
     data: Preloaded | None = None
-    one_worker: Drain | None = None
     info: dict[str, Any] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)  # raw latencies, for --json
 
@@ -197,6 +207,13 @@ class Drain:
     duplicates: int
     rss_mb: list[float]
     complete: bool
+    cpu_s: float  # user + system CPU of all workers, first forwarded signal -> last decision
+    evidence_rss_mb: list[float]  # per worker, once `evidence_nodes` nodes' evidence is stored
+
+    @property
+    def cpu_us(self) -> float:
+        """CPU microseconds a record, all workers together."""
+        return self.cpu_s / self.records * 1e6
 
 
 async def load(env: Env, names: TopicNames, data: Preloaded) -> tuple[int, float]:
@@ -206,9 +223,28 @@ async def load(env: Env, names: TopicNames, data: Preloaded) -> tuple[int, float
     return n, time.monotonic() - t
 
 
-async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> tuple[int, float]:
-    """A bare aiokafka consumer reading the input topics from the start: (records, seconds
-    from the first fetch request to the last record)."""
+@dataclass(frozen=True)
+class Read:
+    """A baseline consumer's run: records, wall seconds and CPU seconds over the same span."""
+
+    records: int
+    seconds: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        """CPU microseconds a record."""
+        return self.cpu_s / self.records * 1e6
+
+
+async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> Read:
+    """A bare aiokafka consumer reading the input topics from the start, from the first fetch
+    request to the last record: wall time, and this process's CPU time (nothing else runs in
+    the harness meanwhile)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=env.bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
@@ -217,7 +253,7 @@ async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> tu
         await consumer.seek_to_beginning(*tps)
         loads = orjson.loads
         n = 0
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), time.process_time()
         while n < total:
             batch = await consumer.getmany(timeout_ms=10_000)
             if not batch:
@@ -227,14 +263,14 @@ async def bare_read(env: Env, names: TopicNames, total: int, decode: bool) -> tu
                 if decode:
                     for m in messages:
                         loads(m.value)
-        return n, time.monotonic() - start
+        return Read(n, time.monotonic() - start, time.process_time() - cpu_start)
     finally:
         await consumer.stop()
 
 
-async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> float:
-    """records/s of gpufailover/bench/faust_noop.py (a faust agent doing nothing) over the
-    inputs."""
+async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> Read:
+    """gpufailover/bench/faust_noop.py (a faust agent doing nothing) over the inputs, from its
+    first record to its last: wall and its process's CPU time."""
     args = [
         sys.executable, "-m", "gpufailover.bench.faust_noop", "--bootstrap", env.bootstrap,
         "--prefix", names.prefix, "--partitions", str(env.partitions),
@@ -253,7 +289,7 @@ async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> floa
                     if not line:
                         raise BenchError(f"faust no-op ({mode}) exited: see {log_path}")
         done = orjson.loads(line[line.index(b"{") :])
-        return float(done["n"] / (done["last"] - done["first"]))
+        return Read(int(done["n"]), done["last"] - done["first"], float(done["cpu_s"]))
     except TimeoutError:
         raise BenchError(f"faust no-op ({mode}) did not finish: see {log_path}") from None
     finally:
@@ -267,42 +303,56 @@ async def faust_noop(env: Env, names: TopicNames, total: int, mode: str) -> floa
                 await proc.wait()
 
 
-async def drain(ctx: Context, names: TopicNames, count: int, label: str) -> Drain:
-    """Start `count` classifier workers on pre-loaded topics; time them to the last decision."""
+async def drain(
+    ctx: Context, names: TopicNames, count: int, label: str, evidence_nodes: int = 0
+) -> Drain:
+    """Start `count` classifier workers on pre-loaded topics; time them to the last decision
+    and take their CPU time over that span. With `evidence_nodes`, then store that many nodes'
+    evidence (the memory scenario's records) and take each worker's RSS."""
     env, data = ctx.env, ctx.preloaded()
     expected = len(data.decisions)
     total = sum(data.counts.values())
     group = f"{names.prefix}{APP_ID}"
     inputs = input_topics(names)
-    services = [classifier(env, names, idle_after_s=1e6, tag=f"{label}-{i}") for i in range(count)]
+    # The pre-loaded mix is stamped at a fixed date (2026-03-15, replay's benchmark): the
+    # live event-time bounds would dead-letter it as older than the retention horizon.
+    services = [
+        classifier(env, names, idle_after_s=1e6, tag=f"{label}-{i}", extra_env=BOUNDS_OFF_ENV)
+        for i in range(count)
+    ]
     timeout = 120 + total / 500
     async with (
         Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
         LagMonitor(env.bootstrap, classifier_groups(names, group), env.partitions, 0.25) as lag,
     ):
         spawn = time.monotonic()
+        evidence_rss: list[float] = []
         with workers(services):
-            first = await lag.wait(lambda s: s.done(inputs) > 0, 120)
+            async with CpuClock([pid_of(s) for s in services]) as cpu:
+                first = await lag.wait(lambda s: s.done(inputs) > 0, 120)
+                require_alive(services)
+                if first is None:
+                    raise BenchError(f"no committed offset within 120 s ({services[0].log_path})")
+                rss: list[float] = []
+                with profiled(env, pid_of(services[0]), label):
+                    complete = await tail.wait(
+                        lambda t: (
+                            len(t.first[names.failover_decisions]) >= expected
+                            or bool(dead_letters(t))
+                        ),
+                        timeout,
+                    )
+                    check_dead_letters(tail, label)
+                    for s in services:
+                        rss.append(rss_mb(pid_of(s))[0] if alive(s) else float("nan"))
+                got = tail.first[names.failover_decisions]
+                end = max((a.t for a in got.values()), default=time.monotonic())
+                settled = await lag.wait(lambda s: s.lag(inputs) == 0, 30)
+                if settled is None:
+                    env.log(f"  {label}: input lag not 0 within 30 s of the last decision")
             require_alive(services)
-            if first is None:
-                raise BenchError(f"no committed offset within 120 s ({services[0].log_path})")
-            rss: list[float] = []
-            with profiled(env, pid_of(services[0]), label):
-                complete = await tail.wait(
-                    lambda t: (
-                        len(t.first[names.failover_decisions]) >= expected or bool(dead_letters(t))
-                    ),
-                    timeout,
-                )
-                check_dead_letters(tail, label)
-                for s in services:
-                    rss.append(rss_mb(pid_of(s))[0] if alive(s) else float("nan"))
-            got = tail.first[names.failover_decisions]
-            end = max((a.t for a in got.values()), default=time.monotonic())
-            settled = await lag.wait(lambda s: s.lag(inputs) == 0, 30)
-            if settled is None:
-                env.log(f"  {label}: input lag not 0 within 30 s of the last decision")
-            require_alive(services)
+            if evidence_nodes:
+                evidence_rss = await store_evidence(ctx, names, services, lag, evidence_nodes)
     decisions = {
         (a.value["job_id"], a.value["attempt"]): (a.value["verdict"], a.value["action"])
         for a in got.values()
@@ -323,7 +373,24 @@ async def drain(ctx: Context, names: TopicNames, count: int, label: str) -> Drai
         duplicates=tail.duplicates[names.failover_decisions],
         rss_mb=rss,
         complete=complete,
+        cpu_s=cpu.between(began, end),
+        evidence_rss_mb=evidence_rss,
     )
+
+
+async def store_evidence(
+    ctx: Context, names: TopicNames, services: list[Service], lag: LagMonitor, nodes: int
+) -> list[float]:
+    """Send `nodes` nodes' evidence (2 software XIDs each) to running workers; once they have
+    stored it (no lag on the inputs nor on node-signals), each worker's RSS in MB."""
+    drained = [*input_topics(names), names.node_signals]
+    async with BulkProducer(ctx.env.bootstrap, ctx.env.partitions) as producer:
+        n = await producer.send_all(node_evidence(names, nodes))
+    done = await lag.wait(lambda s: s.lag(drained) == 0, 120 + n / 500)
+    require_alive(services)
+    if done is None:
+        raise BenchError(f"the workers did not store {nodes:,} nodes' evidence ({n:,} records)")
+    return [rss_mb(pid_of(s))[0] for s in services]
 
 
 async def scenario_throughput(ctx: Context) -> None:
@@ -333,26 +400,38 @@ async def scenario_throughput(ctx: Context) -> None:
     ctx.row(sc, "records pre-loaded", n, note=f"load {n / secs:,.0f} rec/s (bulk producer)")
     total = sum(data.counts[t] for t in (Topic.GPU_XID, Topic.GPU_HEALTH, Topic.JOBS_EVENTS))
     env.log("bare aiokafka consumer: read only, then read + orjson.loads")
-    n_raw, s_raw = await bare_read(env, names, total, decode=False)
-    n_dec, s_dec = await bare_read(env, names, total, decode=True)
-    bare = n_raw / s_raw
+    raw = await bare_read(env, names, total, decode=False)
+    dec = await bare_read(env, names, total, decode=True)
+    bare = raw.rate
     ctx.row(sc, "bare aiokafka read", bare, "rec/s", note="same topics, same broker, same run")
-    ctx.row(sc, "bare aiokafka read + orjson.loads", n_dec / s_dec, "rec/s")
-    noop: dict[str, float] = {}
+    ctx.row(sc, "bare aiokafka read + orjson.loads", dec.rate, "rec/s")
+    noop: dict[str, Read] = {}
     for mode in ("events", "take"):
         env.log(f"faust no-op agent ({mode})")
         noop[mode] = await faust_noop(env, names, total, mode)
     ctx.row(
         sc,
         "faust no-op agent, stream.events()",
-        noop["events"],
+        noop["events"].rate,
         "rec/s",
         note="faust's own per-record cost, same settings as the classifier",
     )
-    ctx.row(sc, "faust no-op agent, stream.take(1000)", noop["take"], "rec/s")
+    ctx.row(sc, "faust no-op agent, stream.take(1000)", noop["take"].rate, "rec/s")
     env.log("classifier: 1 worker")
     d = await drain(ctx, names, 1, "throughput")
-    ctx.one_worker = d
+    cpu_note = "user+sys of the consumer's process over its first to last record"
+    ctx.row(sc, "CPU per record: bare aiokafka read", raw.cpu_us, "us", note=cpu_note)
+    ctx.row(sc, "CPU per record: bare aiokafka read + orjson.loads", dec.cpu_us, "us")
+    ctx.row(sc, "CPU per record: faust no-op, stream.events()", noop["events"].cpu_us, "us")
+    ctx.row(sc, "CPU per record: faust no-op, stream.take(1000)", noop["take"].cpu_us, "us")
+    ctx.row(
+        sc,
+        "CPU per record: classifier",
+        d.cpu_us,
+        "us",
+        note=f"{d.cpu_s:.2f} CPU s over the {d.drain_s:.1f} s drain (/proc/<pid>/stat)",
+    )
+    ctx.row(sc, "CPU per record: classifier / bare aiokafka", d.cpu_us / raw.cpu_us)
     ctx.row(
         sc,
         "classifier drain",
@@ -364,7 +443,7 @@ async def scenario_throughput(ctx: Context) -> None:
     )
     ratio = d.rate / bare
     ctx.row(sc, "classifier / bare aiokafka", ratio, "", ">= 0.5", ratio >= 0.5)
-    ctx.row(sc, "classifier / faust no-op (events)", d.rate / noop["events"])
+    ctx.row(sc, "classifier / faust no-op (events)", d.rate / noop["events"].rate)
     ctx.row(
         sc,
         "classifier incl. startup",
@@ -390,49 +469,70 @@ async def scenario_throughput(ctx: Context) -> None:
 
 
 async def scenario_scaleout(ctx: Context) -> None:
-    env, data, sc = ctx.env, ctx.preloaded(), "scaleout"
-    if ctx.one_worker is None:
-        names1 = await env.topic_set("scaleout1")
-        await load(env, names1, data)
-        env.log("classifier: 1 worker")
-        ctx.one_worker = await drain(ctx, names1, 1, "scaleout-1")
-    one = ctx.one_worker
-    ctx.row(sc, "1 worker", one.rate, "rec/s")
-    for count in ctx.sizes.scaleout_workers:
+    """1 worker, then each of `scaleout_workers`, on a fresh copy of the throughput data each;
+    after each drain, `nodes` nodes' evidence is stored and each worker's RSS taken."""
+    env, data, sc, nodes = ctx.env, ctx.preloaded(), "scaleout", ctx.sizes.nodes
+    ctx.row(sc, "partitions", env.partitions)
+    runs: dict[int, Drain] = {}
+    for count in (1, *ctx.sizes.scaleout_workers):
         names = await env.topic_set(f"scaleout{count}")
         await load(env, names, data)
-        env.log(f"classifier: {count} workers, one consumer group")
-        many = await drain(ctx, names, count, f"scaleout-{count}")
-        _scaleout_rows(ctx, sc, one, many, count)
+        env.log(f"classifier: {count} worker(s), one consumer group; then {nodes:,} nodes")
+        runs[count] = await drain(ctx, names, count, f"scaleout-{count}", evidence_nodes=nodes)
+        _scaleout_rows(ctx, sc, runs[1], runs[count], count, nodes)
 
 
-def _scaleout_rows(ctx: Context, sc: str, one: Drain, two: Drain, count: int) -> None:
-    w = f"{count} workers"
-    ctx.row(sc, w, two.rate, "rec/s", note=f"startup {two.startup_s:.1f} s")
-    ctx.row(sc, f"{count} / 1 workers", two.rate / one.rate, note="2 cores shared with the broker")
-    same = two.decisions == one.decisions
-    diff = len(set(two.decisions.items()) ^ set(one.decisions.items()))
+def _scaleout_rows(ctx: Context, sc: str, one: Drain, many: Drain, count: int, nodes: int) -> None:
+    w = f"{count} worker" + ("s" if count > 1 else "")
+    ctx.row(sc, w, many.rate, "rec/s", note=f"startup {many.startup_s:.1f} s")
+    ctx.row(
+        sc,
+        f"CPU per record ({w})",
+        many.cpu_us,
+        "us",
+        note=f"user+sys of all {w}, {many.cpu_s:.2f} CPU s over the {many.drain_s:.1f} s drain",
+    )
+    rss = ", ".join(f"{r:,.0f}" for r in many.evidence_rss_mb)
+    ctx.row(
+        sc,
+        f"RSS per worker with {nodes:,} nodes ({w})",
+        max(many.evidence_rss_mb),
+        "MB",
+        note=f"each: {rss} MB; after the drain: "
+        + ", ".join(f"{r:,.0f}" for r in many.rss_mb)
+        + " MB",
+    )
+    if count == 1:
+        return
+    ctx.row(sc, f"{count} / 1 workers", many.rate / one.rate, note="wall-clock rate")
+    ctx.row(
+        sc,
+        f"CPU per record {count} / 1 workers",
+        many.cpu_us / one.cpu_us,
+        note="comparable on a shared machine where the wall-clock rate is not",
+    )
+    same = many.decisions == one.decisions
+    diff = len(set(many.decisions.items()) ^ set(one.decisions.items()))
     ctx.row(
         sc,
         f"same decisions as 1 worker ({w})",
         "yes" if same else f"no ({diff} differ)",
         target="same",
-        ok=same and two.complete,
-        note=f"{len(two.decisions)} decisions, {two.duplicates} duplicates"
+        ok=same and many.complete,
+        note=f"{len(many.decisions)} decisions, {many.duplicates} duplicates"
         + "".join(
             f"; {job}/{attempt}: 1 worker {one.decisions.get((job, attempt))},"
-            f" {w} {two.decisions.get((job, attempt))},"
+            f" {w} {many.decisions.get((job, attempt))},"
             f" replay {ctx.preloaded().decisions.get((job, attempt))}"
             for job, attempt in sorted(
                 {
                     k
-                    for k in one.decisions.keys() | two.decisions.keys()
-                    if one.decisions.get(k) != two.decisions.get(k)
+                    for k in one.decisions.keys() | many.decisions.keys()
+                    if one.decisions.get(k) != many.decisions.get(k)
                 }
             )[:5]
         ),
     )
-    ctx.row(sc, f"RSS per worker ({w})", max(two.rss_mb), "MB")
 
 
 # -- probes: timed jobs ------------------------------------------------------------------------
@@ -528,12 +628,21 @@ def latency_rows(
 class LoadGen:
     """gpufailover/bench/loadgen.py as a process (noise at a rate; a flood on request)."""
 
-    def __init__(self, env: Env, names: TopicNames, rate: float, flood: int = 0, wave: int = 0):
+    def __init__(
+        self,
+        env: Env,
+        names: TopicNames,
+        rate: float,
+        flood: int = 0,
+        wave: int = 0,
+        fleet_nodes: int = 0,
+    ) -> None:
         self.args = [
             sys.executable, "-m", "gpufailover.bench.loadgen",
             "--bootstrap", env.bootstrap, "--prefix", names.prefix,
             "--partitions", str(env.partitions), "--rate", str(rate),
             "--flood-count", str(flood), "--wave-nodes", str(wave),
+            "--fleet-nodes", str(fleet_nodes),
         ]  # fmt: skip
         self.log_path = env.tmp / f"{names.prefix}loadgen.log"
         self.proc: asyncio.subprocess.Process | None = None
@@ -833,6 +942,98 @@ async def scenario_memory(ctx: Context) -> None:
     await changelog_rows(ctx, sc, names, n)
 
 
+# -- realistic load --------------------------------------------------------------------------
+
+
+async def scenario_realistic(ctx: Context) -> None:
+    """A real fleet's input rate (fleet.py) for `realistic_s`, with a few probe jobs: the
+    classifier's CPU share (CPU seconds / wall seconds) at that rate and its decision latency."""
+    env, sizes, sc = ctx.env, ctx.sizes, "realistic"
+    fleet = Fleet(nodes=sizes.fleet_nodes)
+    names = await env.topic_set(sc)
+    group = f"{names.prefix}{APP_ID}"
+    inputs = input_topics(names)
+    svc = classifier(env, names, policy=env.policy(GRACE_S), tag=sc)
+    async with (
+        Tail(env.bootstrap, [names.failover_decisions, *dlq_topics(names)]) as tail,
+        BulkProducer(env.bootstrap, env.partitions) as producer,
+        LagMonitor(env.bootstrap, classifier_groups(names, group), env.partitions, 0.5) as lag,
+    ):
+        prober = Prober(producer, names, tail, "real")
+        with workers([svc]):
+            await warm_up(prober)
+            pid = pid_of(svc)
+            async with CpuClock([pid]) as cpu:
+                # The classifier's own cost with no input (ticks, polls, metrics), to tell the
+                # fixed part of its CPU share from the part that grows with the rate.
+                idle0 = time.monotonic()
+                await asyncio.sleep(sizes.realistic_s / 4)  # a measuring window, not a wait
+                idle1 = time.monotonic()
+                async with LoadGen(env, names, fleet.rate, fleet_nodes=fleet.nodes) as gen:
+                    base = lag.samples[-1].done(inputs)
+                    steady = await lag.wait(lambda s: s.done(inputs) >= base + 2 * fleet.rate, 60)
+                    if steady is None:
+                        raise BenchError("the classifier made no progress on the fleet's load")
+                    stop = asyncio.Event()
+                    t0, done0 = time.monotonic(), lag.samples[-1].done(inputs)
+                    with profiled(env, pid, sc):
+                        asyncio.get_running_loop().call_later(sizes.realistic_s, stop.set)
+                        await prober.run(stop, per_s=0.5)  # a few terminations meanwhile
+                        t1, done1 = time.monotonic(), lag.samples[-1].done(inputs)
+                        complete = await tail.wait(prober.done, 60 + GRACE_S)
+                        summary = await gen.stop()
+            check_dead_letters(tail, sc)
+            require_alive([svc])
+            rss = rss_mb(pid)[0]
+    cpu_used = cpu.between(t0, t1)
+    ctx.row(sc, "fleet input rate", fleet.rate, "rec/s", note=fleet.describe())
+    ctx.row(
+        sc,
+        "fleet input rate, changes only",
+        fleet.published_rate,
+        "rec/s",
+        note="what agents publish while no GPU changes condition (heartbeats + XIDs); the "
+        "load above sends every health sample, an upper bound",
+    )
+    ctx.row(sc, "load sent", summary["rate"], "rec/s", note="own process, event time = now")
+    idle_share = cpu.between(idle0, idle1) / (idle1 - idle0)
+    ctx.row(
+        sc,
+        "classifier CPU share, idle",
+        idle_share,
+        "CPU s / s",
+        note=f"no input for {idle1 - idle0:.0f} s before the load (ticks, polls, metrics)",
+    )
+    ctx.row(
+        sc,
+        "classifier CPU share",
+        cpu_used / (t1 - t0),
+        "CPU s / s",
+        note=f"{cpu_used:.1f} CPU s over {t1 - t0:.1f} s (user+sys, /proc/<pid>/stat); "
+        "1.0 = one core",
+    )
+    if done1 > done0:
+        ctx.row(
+            sc,
+            "classifier CPU per record",
+            cpu_used / (done1 - done0) * 1e6,
+            "us",
+            note=f"{done1 - done0:,} input records committed meanwhile",
+        )
+    latency_rows(ctx, sc, "hardware decision", prober.latencies("hardware"), 0.5)
+    latency_rows(
+        ctx, sc, "non-hardware minus grace", prober.latencies("other"), None, f"grace {GRACE_S} s"
+    )
+    ctx.row(
+        sc,
+        "probe decisions",
+        "all" if complete else "MISSING",
+        ok=complete,
+        note=str(prober.verdicts()),
+    )
+    ctx.row(sc, "classifier RSS", rss, "MB")
+
+
 # -- replay ----------------------------------------------------------------------------------
 
 
@@ -856,6 +1057,7 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[None]]] = {
     "memory": scenario_memory,
     "scaleout": scenario_scaleout,
     "replay": scenario_replay,
+    "realistic": scenario_realistic,
 }
 
 
@@ -967,7 +1169,14 @@ def run_from_args(args: argparse.Namespace) -> int:
                     profile_dir=args.profile,
                     sizes={
                         k: v
-                        for k in ("rate", "flood", "wave", "nodes", "scaleout_workers")
+                        for k in (
+                            "rate",
+                            "flood",
+                            "wave",
+                            "nodes",
+                            "scaleout_workers",
+                            "fleet_nodes",
+                        )
                         if (v := getattr(args, k, None)) is not None
                     },
                     classifier_env=dict(kv.split("=", 1) for kv in args.classifier_env or []),

@@ -19,7 +19,8 @@ def register(subparsers: Any) -> None:
         help="benchmark the pipeline on a real broker and print a table",
         description=(
             "Throughput (vs a bare aiokafka consumer), decision latency under load, XID floods, "
-            "memory at 100k nodes, 1 vs 2 workers, and the replay engine, measured side by side "
+            "memory at 100k nodes, 1 vs N workers, the replay engine and a 10,000-node fleet's "
+            "real input rate, measured side by side "
             "in one run. Starts a broker unless KAFKA_BOOTSTRAP or --bootstrap names one."
         ),
     )
@@ -40,7 +41,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, help="latency: background records/s (default 5,000)")
     p.add_argument("--flood", type=int, help="flood: identical XIDs (default 500,000)")
     p.add_argument("--wave", type=int, help="flood: nodes in the XID wave (default 100,000)")
-    p.add_argument("--nodes", type=int, help="memory: nodes with evidence (default 100,000)")
+    p.add_argument(
+        "--nodes",
+        type=int,
+        help="memory, scaleout: nodes with evidence (default 100,000)",
+    )
+    p.add_argument(
+        "--fleet-nodes",
+        type=int,
+        help="realistic: nodes of the fleet whose input rate is sent (default 10,000)",
+    )
     p.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
     p.add_argument(
         "--workers",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy.broker import running_broker
 from gpufailover.bench.harness import Row
 from gpufailover.bench.pipeline import RUNNERS, run
 from gpufailover.cli.bench import SCENARIOS
@@ -78,5 +79,45 @@ async def test_quick_benchmark_runs_every_scenario_and_reports_every_number(
     _number(rows, "memory", "RSS with 1,000 nodes")
     assert _value(rows, "scaleout", "same decisions as 1 worker (2 workers)") == "yes"
     _number(rows, "scaleout", "2 / 1 workers")
+    for metric in ("CPU per record (1 worker)", "CPU per record (2 workers)"):
+        _number(rows, "scaleout", metric)
+    _number(rows, "scaleout", "RSS per worker with 1,000 nodes (2 workers)")
+    for metric in ("CPU per record: classifier", "CPU per record: bare aiokafka read"):
+        _number(rows, "throughput", metric)
+    _number(rows, "throughput", "CPU per record: faust no-op, stream.events()")
+
+    # realistic: the fleet's rate sent, the classifier's CPU share taken, probes decided
+    assert _value(rows, "realistic", "probe decisions") == "all"
+    for metric in (
+        "fleet input rate",
+        "load sent",
+        "classifier CPU share",
+        "classifier CPU share, idle",
+    ):
+        _number(rows, "realistic", metric)
+    _number(rows, "realistic", "hardware decision p99")
     _number(rows, "replay", "replay engine")
     _number(rows, "replay", "replay / orjson")
+
+
+@pytest.mark.timeout(180)
+async def test_a_scenario_alone_on_a_fresh_broker_waits_for_the_group_coordinator(
+    tmp_path: Path,
+) -> None:
+    """On a new cluster the group coordinator (and __consumer_offsets) does not exist until
+    the first group asks: `gpufailover bench latency` alone used to fail within a second with
+    GroupCoordinatorNotAvailableError. The harness now waits such retriable errors out."""
+    with running_broker() as broker:
+        ctx = await run(
+            ["latency"],
+            quick=True,
+            bootstrap=broker.bootstrap,
+            tmp=tmp_path,
+            partitions=2,
+            records=None,
+            profile_dir=None,
+        )
+    errors = [f"{r.scenario}: {r.note}" for r in ctx.rows if r.metric == "ERROR"]
+    assert not errors, errors
+    assert _value(ctx.rows, "latency", "probe decisions") == "all"
+    _number(ctx.rows, "latency", "hardware decision p99")
