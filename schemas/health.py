@@ -60,8 +60,29 @@ class GpuHealth:
 
     @staticmethod
     def from_dict(value: Any) -> GpuHealth:
-        # Fast path, inlined for the hot loop: it accepts only records the checked path below
-        # accepts, and builds the same value; anything else goes through the checked path.
+        # Fast path: `peek` accepts only records the checked path below accepts; the same
+        # value is built from them. Anything else goes through the checked path.
+        if GpuHealth.peek(value) is not None:
+            get = value.get
+            return GpuHealth(
+                get("node"),
+                get("ts_ms"),
+                get("condition"),
+                get("gpu_index"),
+                get("severity"),
+                get("detail"),
+                get("metrics"),
+                get("gpu_uuid"),
+                get("pci_bus_id"),
+            )
+        return GpuHealth.from_dict_checked(value)
+
+    @staticmethod
+    def peek(value: Any) -> tuple[str, int, Condition] | None:
+        """(node, ts_ms, condition) of a sample `from_dict` accepts, checked in full without
+        building it: most samples are ones the policy ignores, and the hot loops (signal
+        filter, replay) need only their time. None: decode with `from_dict` (the checked
+        path names the bad field, or accepts an unusual but valid record)."""
         if type(value) is dict:
             get = value.get
             node, ts, cond = get("node"), get("ts_ms"), get("condition")
@@ -89,8 +110,8 @@ class GpuHealth:
                 and (pci is None or (type(pci) is str and len(pci) <= b.SHORT_MAX_CHARS))
                 and (version is None or version == f.SCHEMA_VERSION)
             ):
-                return GpuHealth(node, ts, cond, gpu, sev, detail, metrics, uuid, pci)
-        return GpuHealth.from_dict_checked(value)
+                return node, ts, cond
+        return None
 
     @staticmethod
     def from_dict_checked(value: Any) -> GpuHealth:

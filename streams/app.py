@@ -34,6 +34,7 @@ from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
 from streams.engine.progress import Progress, ProgressClock
 from streams.faust_patches import apply as apply_faust_patches
+from streams.faust_patches import make_current, watch_of
 from streams.glue import NodeGlue
 from streams.job_glue import JobGlue
 from streams.metrics import ClassifierMetrics
@@ -67,7 +68,8 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         # Outputs before state: a record's table changes are held until its outputs are
         # acknowledged (`streams.agent_driver`).
         return WriteBack(
-            app.Table(name, default=None, schema=schema, partitions=settings.partitions)
+            app.Table(name, default=None, schema=schema, partitions=settings.partitions),
+            scope=make_current,
         )
 
     node_inputs = (names.node_signals, names.nodes_quarantine)
@@ -122,8 +124,12 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         bounds=bounds,
     )
     shared = (outputs, progress, metrics, names, label)
-    node_driver = AgentDriver("node", node_glue, node_tables, node_inputs, *shared)
-    job_driver = AgentDriver("job", job_glue, job_tables, job_inputs, *shared)
+
+    def hold(tp: Any, offset: int) -> None:
+        watch_of(app.consumer).hold(tp, offset)
+
+    node_driver = AgentDriver("node", node_glue, node_tables, node_inputs, *shared, hold)
+    job_driver = AgentDriver("job", job_glue, job_tables, job_inputs, *shared, hold)
 
     app.on_partitions_revoked.connect(cast(Any, forget_revoked(node_glue, job_glue)))
 

@@ -31,11 +31,13 @@ import functools
 import heapq
 import logging
 import os
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
+import faust.streams
 from faust.tables.recovery import Recovery
 from faust.transport.consumer import Consumer, ThreadDelegateConsumer
 
@@ -91,6 +93,12 @@ class OffsetWatch:
             part.hole = lost[0] if part.hole is None else min(part.hole, lost[0])
         return lost
 
+    def hold(self, tp: Any, offset: int) -> None:
+        """An agent gave up on the record at `offset` (it crashes): faust acks it all the same
+        when the agent's stream closes, so commits of `tp` are held at it until a seek."""
+        part = self._parts.setdefault(tp, _Partition())
+        part.hole = offset if part.hole is None else min(part.hole, offset)
+
     def sought(self, tp: Any, position: int | None) -> None:
         """The consumer moved to `position` (the committed offset): records from there on are
         fetched again, so an earlier hole is healed; older fetched offsets are done with."""
@@ -109,6 +117,14 @@ class OffsetWatch:
 
     def holes(self) -> dict[Any, int]:
         return {tp: p.hole for tp, p in self._parts.items() if p.hole is not None}
+
+
+def make_current(event: Any) -> None:
+    """Make `event` faust's current event (None: none). A table write takes its changelog
+    partition from the current event; the agents write a batch's tables after the batch,
+    outside faust's stream iteration, so each key is written as its record's. faust has no
+    public setter: this is the context variable its stream iterator sets."""
+    faust.streams._current_event.set(None if event is None else weakref.ref(event))
 
 
 def watch_of(consumer: Any) -> OffsetWatch:

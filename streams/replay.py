@@ -23,6 +23,7 @@ from schemas.dead_letter import DeadLetter, dead_letter_topic
 from schemas.decisions import Decision
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
+from schemas.health import GpuHealth
 from schemas.quarantine import QuarantineRecord
 from schemas.topics import Topic
 from streams.clock import now_ms as wall_ms
@@ -39,6 +40,7 @@ OUTPUT_TOPICS = frozenset(
     }
 )
 QUARANTINE_TOPIC = Topic.NODES_QUARANTINE
+HEALTH_TOPIC = Topic.GPU_HEALTH
 
 
 @dataclass
@@ -118,6 +120,7 @@ class Replayer:
         self.bounds = EventTimeBounds.from_env(live=False) if bounds is None else bounds
         self.now_ms = wall_ms() if now_ms is None else now_ms
         self.accepted = self.bounds.range_at(self.now_ms)
+        self.condition_class = self.pipeline.node_side.evidence_of.condition_class
 
     def run(self, lines: Iterable[bytes]) -> Iterator[bytes]:
         stats, one = self.stats, self._one
@@ -156,17 +159,28 @@ class Replayer:
                     return []
                 raise SchemaError("topic", f"unknown topic {topic_v!r}")
             topic = topic_v
-            record = decoder(envelope.get("value"))
+            value = envelope.get("value")
+            # Most records are samples the policy ignores: they move only time, undecoded.
+            peek = GpuHealth.peek(value) if topic_v == HEALTH_TOPIC else None
+            if peek is not None and self.condition_class(peek[2]) is None:
+                record = None
+                ts_ms = peek[1]
+            else:
+                record = decoder(value)
+                ts_ms = record.ts_ms
             low, high = self.accepted
-            if not low <= record.ts_ms <= high:  # the reason only when refused: hot path
-                self.bounds.check("ts_ms", record.ts_ms, self.now_ms)
+            if not low <= ts_ms <= high:  # the reason only when refused: hot path
+                self.bounds.check("ts_ms", ts_ms, self.now_ms)
         except (orjson.JSONDecodeError, SchemaError) as exc:
             reason = (
                 f"not valid JSON: {exc}" if isinstance(exc, orjson.JSONDecodeError) else str(exc)
             )
             return [self._dead(topic, raw, reason, lineno, "decode")]
         try:
-            outputs = self.pipeline.feed(record)
+            if record is None:
+                outputs = self.pipeline.feed_ignored(ts_ms)
+            else:
+                outputs = self.pipeline.feed(record)
             return list(self._emit(outputs)) if outputs else []
         except Exception as exc:  # noqa: BLE001 - one record's failure must not stop the replay
             return [self._dead(topic, raw, f"{type(exc).__name__}: {exc}", lineno, "process")]

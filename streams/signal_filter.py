@@ -137,18 +137,25 @@ class SignalFilter:
             try:
                 data = loads(rec.value or b"")
                 if topic == health_t:
-                    health = GpuHealth.from_dict(data)
-                    conditions[health.condition] += 1
-                    ts_ms = health.ts_ms
+                    # Checked in full but not built: most samples are ones the policy ignores.
+                    peek = GpuHealth.peek(data)
+                    if peek is None:
+                        health = GpuHealth.from_dict(data)  # raises, or an unusual valid one
+                        node, ts_ms, condition = health.node, health.ts_ms, health.condition
+                        gpu = health.gpu_index
+                    else:
+                        node, ts_ms, condition = peek
+                        gpu = data.get("gpu_index")
+                    conditions[condition] += 1
                     if not lo <= ts_ms <= hi:
                         bounds.check("ts_ms", ts_ms, wall_ms)
-                    cls = condition_class(health.condition)
+                    cls = condition_class(condition)
                     if cls is not None:
                         signal: tuple[str, int | None, EvidenceKind, int | str] = (
-                            health.node,
-                            health.gpu_index,
+                            node,
+                            gpu,
                             "health",
-                            health.condition,
+                            condition,
                         )
                         count = 1
                 elif topic == xid_t:

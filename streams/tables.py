@@ -61,12 +61,28 @@ class WriteBack(MutableMapping[str, StateT], Generic[StateT]):
     one termination. Packed reports (`streams.glue`) handled through this write each job once
     per record, and decode it once. Between records nothing is cached: a rebalance or a table
     recovery changes the table underneath.
+
+    The classifier's agents hold the changes of a whole batch of records (one wait for the
+    broker's acknowledgements per batch, not per record): `mark` before each record lets
+    `rollback` undo that record's writes alone when handling it fails.
     """
 
-    def __init__(self, table: MutableMapping[str, StateT]) -> None:
+    def __init__(
+        self,
+        table: MutableMapping[str, StateT],
+        scope: Callable[[Any], None] | None = None,
+    ) -> None:
+        """`scope(record)`: called before writing back a key `record` (given to `mark`) last
+        wrote, and with None after the flush; faust tables need the input record that
+        writes a key to be the current one (its partition is the changelog's)."""
         self._table = table
+        self._scope = scope
         self._cache: dict[str, StateT | None] = {}  # None: deleted
-        self._dirty: set[str] = set()
+        self._dirty: dict[str, Any] = {}  # key -> the record that last wrote it
+        self._record: Any = None
+        # key -> (was dirty, its writer, was cached, cached value) before the current record's
+        # first write of it
+        self._undo: dict[str, tuple[bool, Any, bool, StateT | None]] = {}
 
     def __getitem__(self, key: str) -> StateT:
         value = self._cached(key)
@@ -86,14 +102,39 @@ class WriteBack(MutableMapping[str, StateT], Generic[StateT]):
         return default if value is None else value
 
     def __setitem__(self, key: str, value: StateT) -> None:
+        self._remember(key)
         self._cache[key] = value
-        self._dirty.add(key)
+        self._dirty[key] = self._record
 
     def __delitem__(self, key: str) -> None:
         if self.get(key) is None:
             raise KeyError(key)
+        self._remember(key)
         self._cache[key] = None
-        self._dirty.add(key)
+        self._dirty[key] = self._record
+
+    def _remember(self, key: str) -> None:
+        if key not in self._undo:
+            dirty, cached = key in self._dirty, key in self._cache
+            self._undo[key] = (dirty, self._dirty.get(key), cached, self._cache.get(key))
+
+    def mark(self, record: Any = None) -> None:
+        """`record` starts: `rollback` undoes what is written from here on."""
+        self._record = record
+        self._undo.clear()
+
+    def rollback(self) -> None:
+        """Undo the writes since `mark`, keeping the earlier records' changes."""
+        for key, (dirty, writer, cached, value) in self._undo.items():
+            if cached:
+                self._cache[key] = value
+            else:
+                self._cache.pop(key, None)
+            if dirty:
+                self._dirty[key] = writer
+            else:
+                self._dirty.pop(key, None)
+        self._undo.clear()
 
     def __iter__(self) -> Iterator[str]:
         self.flush()
@@ -105,15 +146,22 @@ class WriteBack(MutableMapping[str, StateT], Generic[StateT]):
 
     def flush(self) -> None:
         """Write every changed key once; forget the cache."""
-        for key in self._dirty:
+        scope = self._scope
+        for key, record in self._dirty.items():
+            if scope is not None:
+                scope(record)
             value = self._cache[key]
             if value is None:
                 self._table.pop(key, None)
             else:
                 self._table[key] = value
+        if scope is not None and self._dirty:
+            scope(None)
         self.discard()
 
     def discard(self) -> None:
         """Forget the cache and the changes (the record failed: nothing of it is written)."""
         self._cache.clear()
         self._dirty.clear()
+        self._undo.clear()
+        self._record = None

@@ -47,9 +47,21 @@ class LocalPipeline:
             # watermark is the time of the evidence (gpu.xid, gpu.health), as on Kafka.
             return [*self.progress.advance(record.ts_ms), *self.progress.on_telemetry(record)]
         signal_out: list[_Message] = list(self.node_side.on_signal(record))
+        return self._signal_done(signal_out, record.ts_ms)
+
+    def feed_ignored(self, ts_ms: int) -> list[Output]:
+        """A signal the policy ignores (`NodeSide.on_ignored`): what `feed` of it returns,
+        without decoding it into a record (most of a fleet's samples are `ok`)."""
+        node_out = self.node_side.on_ignored(ts_ms)
         deadlines = self.progress.clock.deadlines
-        if deadlines and deadlines[0][0] < record.ts_ms:  # one watermark for both halves
-            signal_out.extend(self.progress.advance(record.ts_ms))
+        if not node_out and not (deadlines and deadlines[0][0] < ts_ms):
+            return []
+        return self._signal_done(list(node_out), ts_ms)
+
+    def _signal_done(self, signal_out: list[_Message], ts_ms: int) -> list[Output]:
+        deadlines = self.progress.clock.deadlines
+        if deadlines and deadlines[0][0] < ts_ms:  # one watermark for both halves
+            signal_out.extend(self.progress.advance(ts_ms))
         return self._route(signal_out) if signal_out else []
 
     def release(self, node: str, ts_ms: int | None = None) -> None:

@@ -91,6 +91,17 @@ def test_health_fast_path_agrees_with_checked_decoder(value: Any) -> None:
 
 
 @settings(max_examples=300, deadline=None, database=None)
+@given(value=records(HEALTH_FIELDS))
+def test_health_peek_accepts_only_what_the_checked_decoder_accepts(value: Any) -> None:
+    """The hot loops act on `peek` alone for samples the policy ignores: it must never pass a
+    record the checked decoder refuses, and must give the same node, time and condition."""
+    peeked = GpuHealth.peek(value)
+    if peeked is not None:
+        checked = GpuHealth.from_dict_checked(value)
+        assert peeked == (checked.node, checked.ts_ms, checked.condition)
+
+
+@settings(max_examples=300, deadline=None, database=None)
 @given(value=records(XID_FIELDS))
 def test_xid_fast_path_agrees_with_checked_decoder(value: Any) -> None:
     assert outcome(GpuXid.from_dict, value) == outcome(GpuXid.from_dict_checked, value)

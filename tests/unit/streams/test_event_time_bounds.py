@@ -197,6 +197,7 @@ def test_replay_dead_letters_an_oversized_line_and_a_processing_failure(
         raise RecursionError("deep")
 
     monkeypatch.setattr(r.pipeline, "feed", broken)
+    monkeypatch.setattr(r.pipeline, "feed_ignored", broken)  # an `ok` sample's path
     out = [orjson.loads(o) for o in r.run([huge, line("gpu.health", orjson.loads(health(NOW)))])]
     assert [o["value"]["error_kind"] for o in out] == ["decode", "process"]
     assert "over the limit" in out[0]["value"]["error"]

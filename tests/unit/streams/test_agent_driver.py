@@ -1,0 +1,211 @@
+"""The agents' loop per batch: outputs acknowledged before any state of the batch is written,
+one record's failure undoing that record alone, a crash writing nothing and holding commits."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka.errors import KafkaTimeoutError
+
+from gpufailover.offsets import AgentProgress
+from schemas.topics import TopicNames
+from streams.agent_driver import AgentDriver, Outputs, TopicLabels
+from streams.faust_patches import OffsetWatch
+from streams.glue import Out
+from streams.metrics import ClassifierMetrics
+from streams.tables import WriteBack
+
+NAMES = TopicNames("")
+SOURCE = NAMES.jobs_events
+SINK = NAMES.failover_decisions
+
+
+@dataclass(frozen=True)
+class Msg:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class Event:
+    message: Msg
+
+
+class Glue:
+    """Writes value -> key into the table and sends one output per record; b"bad" raises a
+    plain error (a bug: dead-lettered), b"kafka" a broker error (the agent crashes)."""
+
+    def __init__(self, table: WriteBack[int]) -> None:
+        self.table = table
+
+    def handle(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> list[Out]:
+        assert key is not None and value is not None
+        self.table[key.decode()] = offset
+        if value == b"bad":
+            raise ValueError("bad record")
+        if value == b"kafka":
+            raise KafkaTimeoutError()
+        return [Out(SINK, key, value)]
+
+
+class Sink:
+    """A faust topic whose sends resolve when the test says the broker acknowledged them."""
+
+    def __init__(self, expect: int = 0) -> None:
+        self.sent: list[tuple[bytes | None, bytes]] = []
+        self.acks: list[asyncio.Future[None]] = []
+        self.expect = expect
+        self.all_sent = asyncio.Event()  # set once `expect` records are sent
+
+    async def send(self, key: bytes | None, value: bytes, partition: int | None) -> Any:
+        self.sent.append((key, value))
+        ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.acks.append(ack)
+        if len(self.acks) == self.expect:
+            self.all_sent.set()
+        return ack
+
+
+def driver(table: WriteBack[int], sink: Sink, held: list[tuple[Any, int]]) -> AgentDriver:
+    metrics = ClassifierMetrics()
+    label = TopicLabels(NAMES)
+    outputs = Outputs(lambda real: sink, (SINK,), metrics, label)
+    progress = AgentProgress(lambda: None, (SOURCE,), lambda t, p: (t, p))
+    return AgentDriver(
+        "job",
+        Glue(table),  # type: ignore[arg-type]
+        [table],
+        (SOURCE,),
+        outputs,
+        progress,
+        metrics,
+        NAMES,
+        label,
+        lambda tp, offset: held.append((tp, offset)),
+    )
+
+
+def batch(*values: bytes, partition: int = 0) -> list[Event]:
+    return [Event(Msg(SOURCE, partition, i, f"k{i}".encode(), v)) for i, v in enumerate(values)]
+
+
+async def test_no_state_of_a_batch_is_written_before_every_output_is_acknowledged() -> None:
+    stored: dict[str, int] = {}
+    sink = Sink(expect=3)
+    d = driver(WriteBack(stored), sink, [])
+    run = asyncio.create_task(d.handle(batch(b"a", b"b", b"c")))
+    await sink.all_sent.wait()
+    sink.acks[0].set_result(None)
+    sink.acks[2].set_result(None)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not run.done() and stored == {}  # one output still unacknowledged: no state
+    sink.acks[1].set_result(None)
+    await run
+    assert stored == {"k0": 0, "k1": 1, "k2": 2}
+    assert [v for _, v in sink.sent] == [b"a", b"b", b"c"]
+
+
+async def test_a_failing_record_undoes_its_own_changes_and_keeps_the_others() -> None:
+    stored = {"k1": 99}
+    sink = Sink(expect=3)
+    d = driver(WriteBack(stored), sink, [])
+    run = asyncio.create_task(d.handle(batch(b"a", b"bad", b"c")))
+    await sink.all_sent.wait()
+    for ack in sink.acks:
+        ack.set_result(None)
+    await run
+    # k1 keeps its old value: the failed record's write is undone, its neighbours' are kept.
+    assert stored == {"k0": 0, "k1": 99, "k2": 2}
+    (_, first), (_, letter), (_, last) = sink.sent
+    assert (first, last) == (b"a", b"c")
+    assert orjson.loads(letter)["error"] == "ValueError: bad record"
+
+
+async def test_a_broker_error_writes_nothing_of_the_batch_and_holds_each_partition() -> None:
+    stored: dict[str, int] = {}
+    sink = Sink()
+    held: list[tuple[Any, int]] = []
+    d = driver(WriteBack(stored), sink, held)
+    msgs = [
+        *batch(b"a"),
+        Event(Msg(SOURCE, 1, 40, b"x", b"b")),
+        Event(Msg(SOURCE, 1, 41, b"y", b"kafka")),
+    ]
+    with pytest.raises(KafkaTimeoutError):
+        await d.handle(msgs)
+    assert stored == {}
+    assert held == [((SOURCE, 0), 0), ((SOURCE, 1), 40)]
+
+
+def test_rollback_restores_what_the_record_found() -> None:
+    stored = {"old": 1, "gone": 2}
+    wb: WriteBack[int] = WriteBack(stored)
+    wb.mark()
+    wb["new"] = 1
+    wb["old"] = 2
+    wb.mark()  # second record
+    wb["old"] = 3
+    wb["new"] = 4
+    wb["third"] = 5
+    del wb["gone"]
+    wb.rollback()
+    assert wb.get("old") == 2 and wb.get("new") == 1 and wb.get("third") is None
+    assert wb.get("gone") == 2
+    wb.flush()
+    assert stored == {"old": 2, "new": 1, "gone": 2}
+
+
+def test_a_held_offset_caps_the_commit_until_a_seek() -> None:
+    watch = OffsetWatch()
+    watch.hold("tp", 40)
+    watch.hold("tp", 45)
+    assert watch.commit_limit("tp", 50) == 40
+    assert watch.commit_limit("tp", 30) == 30
+    watch.sought("tp", 40)
+    assert watch.commit_limit("tp", 50) == 50
+
+
+def test_each_key_is_written_back_as_the_record_that_last_wrote_it() -> None:
+    stored: dict[str, int] = {}
+    scopes: list[tuple[str | None, str | None]] = []
+    current: list[str | None] = [None]
+
+    class Table(dict[str, int]):
+        def __setitem__(self, key: str, value: int) -> None:
+            scopes.append((key, current[0]))
+            super().__setitem__(key, value)
+
+    def scope(record: Any) -> None:
+        current[0] = record
+        if record is None:
+            scopes.append((None, None))
+
+    table = Table()
+    wb: WriteBack[int] = WriteBack(table, scope=scope)
+    wb.mark("r1")
+    wb["a"] = 1
+    wb["b"] = 1
+    wb.mark("r2")
+    wb["b"] = 2
+    wb["c"] = 2
+    wb.mark("r3")
+    wb["a"] = 3
+    wb.rollback()  # r3 failed: "a" is r1's again
+    wb.flush()
+    assert dict(table) == {"a": 1, "b": 2, "c": 2} and stored == {}
+    assert sorted(s for s in scopes if s[0]) == [("a", "r1"), ("b", "r2"), ("c", "r2")]
+    assert scopes[-1] == (None, None)  # no record is current after the flush
