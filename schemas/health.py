@@ -37,6 +37,10 @@ PRECURSOR_CONDITIONS: frozenset[Condition] = frozenset(
 LIVENESS_CONDITIONS: frozenset[Condition] = frozenset({"heartbeat", "nvml_hung", "agent_silent"})
 CONDITIONS: frozenset[Condition] = frozenset(get_args(Condition))
 SEVERITIES: frozenset[Severity] = frozenset(get_args(Severity))
+# The bounds as module globals for `GpuHealth.peek`, run for nearly every input record.
+_ID_MAX, _TEXT_MAX, _SHORT_MAX = b.ID_MAX_CHARS, b.TEXT_MAX_CHARS, b.SHORT_MAX_CHARS
+_TS_FLOOR, _TS_CEIL, _GPU_MAX = b.TS_FLOOR_MS, b.TS_CEIL_MS, b.GPU_INDEX_MAX
+_VERSION, _is_flat = f.SCHEMA_VERSION, b.is_flat
 
 
 def as_condition(value: str) -> Condition:
@@ -95,20 +99,20 @@ class GpuHealth:
             uuid, pci, version = get("gpu_uuid"), get("pci_bus_id"), get("schema_version")
             if (
                 type(node) is str
-                and 0 < len(node) <= b.ID_MAX_CHARS
+                and 0 < len(node) <= _ID_MAX
                 and node.isprintable()
                 and " " not in node  # b.is_id, inlined
                 and type(ts) is int
-                and b.TS_FLOOR_MS <= ts <= b.TS_CEIL_MS
+                and _TS_FLOOR <= ts <= _TS_CEIL
                 and type(cond) is str
                 and cond in CONDITIONS
-                and (gpu is None or (type(gpu) is int and 0 <= gpu <= b.GPU_INDEX_MAX))
+                and (gpu is None or (type(gpu) is int and 0 <= gpu <= _GPU_MAX))
                 and (sev is None or (type(sev) is str and sev in SEVERITIES))
-                and (detail is None or (type(detail) is str and len(detail) <= b.TEXT_MAX_CHARS))
-                and (metrics is None or (type(metrics) is dict and b.is_flat(metrics)))
-                and (uuid is None or (type(uuid) is str and len(uuid) <= b.SHORT_MAX_CHARS))
-                and (pci is None or (type(pci) is str and len(pci) <= b.SHORT_MAX_CHARS))
-                and (version is None or version == f.SCHEMA_VERSION)
+                and (detail is None or (type(detail) is str and len(detail) <= _TEXT_MAX))
+                and (metrics is None or (type(metrics) is dict and _is_flat(metrics)))
+                and (uuid is None or (type(uuid) is str and len(uuid) <= _SHORT_MAX))
+                and (pci is None or (type(pci) is str and len(pci) <= _SHORT_MAX))
+                and (version is None or version == _VERSION)
             ):
                 return node, ts, cond
         return None

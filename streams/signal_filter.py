@@ -159,14 +159,17 @@ class SignalFilter:
                         )
                         count = 1
                 elif topic == xid_t:
-                    xid = GpuXid.from_dict(data)
-                    xids[xid.xid] += 1
-                    ts_ms = xid.ts_ms
+                    fields = GpuXid.peek(data)  # checked in full, not built
+                    if fields is None:
+                        xid = GpuXid.from_dict(data)  # raises, or an unusual valid one
+                        fields = xid.node, xid.xid, xid.ts_ms, xid.gpu_index, xid.count
+                    node, code, ts_ms, gpu, count = fields
+                    xids[code] += 1
                     if not lo <= ts_ms <= hi:
                         bounds.check("ts_ms", ts_ms, wall_ms)
-                    cls = xid_class(xid.xid)
+                    cls = xid_class(code)
                     if cls is not None:
-                        signal, count = (xid.node, xid.gpu_index, "xid", xid.xid), xid.count
+                        signal = (node, gpu, "xid", code)
                 elif topic == term_t:
                     termination = NodeTermination.from_dict(data)
                     ts_ms = termination.terminated_ts_ms

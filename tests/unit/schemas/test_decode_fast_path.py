@@ -103,6 +103,15 @@ def test_health_peek_accepts_only_what_the_checked_decoder_accepts(value: Any) -
 
 @settings(max_examples=300, deadline=None, database=None)
 @given(value=records(XID_FIELDS))
+def test_xid_peek_accepts_only_what_the_checked_decoder_accepts(value: Any) -> None:
+    peeked = GpuXid.peek(value)
+    if peeked is not None:
+        c = GpuXid.from_dict_checked(value)
+        assert peeked == (c.node, c.xid, c.ts_ms, c.gpu_index, c.count)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(value=records(XID_FIELDS))
 def test_xid_fast_path_agrees_with_checked_decoder(value: Any) -> None:
     assert outcome(GpuXid.from_dict, value) == outcome(GpuXid.from_dict_checked, value)
 

@@ -99,7 +99,7 @@ def test_any_exception_on_one_record_dead_letters_it_as_process(
     def broken(value: Any) -> Any:
         raise OverflowError("boom")
 
-    monkeypatch.setattr(sf.GpuXid, "from_dict", broken)
+    monkeypatch.setattr(sf.GpuXid, "peek", broken)
     f = SignalFilter(POLICY, NAMES, 5_000)
     out = f.reduce(
         [
