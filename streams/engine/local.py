@@ -52,7 +52,7 @@ class LocalPipeline:
     def feed_ignored(self, ts_ms: int) -> list[Output]:
         """A signal the policy ignores (`NodeSide.on_ignored`): what `feed` of it returns,
         without decoding it into a record (most of a fleet's samples are `ok`)."""
-        node_out = self.node_side.on_ignored(ts_ms)
+        node_out = self.node_side.advance(ts_ms)  # replay's node side follows the records
         deadlines = self.progress.clock.deadlines
         if not node_out and not (deadlines and deadlines[0][0] < ts_ms):
             return []
