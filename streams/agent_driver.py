@@ -99,6 +99,9 @@ class AgentDriver:
     # Told the first record of each partition of a batch the agent gives up on (it crashes):
     # faust acks a closed stream's records all the same, so the commit must be held there.
     hold: Callable[[Any, int], None] = lambda tp, offset: None
+    # Sends what the tables' writers queued at `flush` (`streams.changelog`); None: the
+    # tables write themselves.
+    send_changelog: Callable[[], Awaitable[list[Awaitable[Any]]]] | None = None
     dlqs: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -125,16 +128,21 @@ class AgentDriver:
                 handled.append((msg, results))
             if delivered:
                 await asyncio.gather(*delivered)
+            for state in self.tables:
+                state.flush()  # only now: outputs before state
+            if self.send_changelog is not None:
+                # Not awaited: faust's commit flushes the client before it commits inputs.
+                await self.send_changelog()
         except BaseException:
-            self._discard()  # the whole batch: none of its state is written
+            # The whole batch: its state is not written (or, if the changelog failed, only
+            # partly: a restart processes the batch again, which the engine absorbs).
+            self._discard()
             first: dict[Any, int] = {}
             for event in batch:
                 first.setdefault(event.message.tp, event.message.offset)
             for tp, offset in first.items():
                 self.hold(tp, offset)
             raise
-        for state in self.tables:
-            state.flush()  # only now: outputs before state
         for msg, results in handled:
             self._count(msg, results)
 

@@ -29,12 +29,13 @@ from gpufailover.settings import state_dir
 from schemas.event_time import EventTimeBounds
 from schemas.topics import TopicNames
 from streams.agent_driver import AgentDriver, Outputs, TopicLabels
+from streams.changelog import Changelog
 from streams.config import ClassifierSettings
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
 from streams.engine.progress import Progress, ProgressClock
 from streams.faust_patches import apply as apply_faust_patches
-from streams.faust_patches import make_current, watch_of
+from streams.faust_patches import watch_of
 from streams.glue import NodeGlue
 from streams.job_glue import JobGlue
 from streams.metrics import ClassifierMetrics
@@ -63,14 +64,14 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
             partitions=settings.partitions,
         )
 
+    changelog = Changelog(lambda: app.producer)
+
     def table(name: str) -> WriteBack[dict[str, Any]]:
         schema: Any = faust.Schema(key_type=str, key_serializer="json", value_serializer="json")
         # Outputs before state: a record's table changes are held until its outputs are
         # acknowledged (`streams.agent_driver`).
-        return WriteBack(
-            app.Table(name, default=None, schema=schema, partitions=settings.partitions),
-            scope=make_current,
-        )
+        faust_table = app.Table(name, default=None, schema=schema, partitions=settings.partitions)
+        return WriteBack(faust_table, write=changelog.writer(faust_table))
 
     node_inputs = (names.node_signals, names.nodes_quarantine)
     job_inputs = (names.jobs_events, names.training_telemetry, names.node_evidence, names.ticks)
@@ -128,8 +129,10 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
     def hold(tp: Any, offset: int) -> None:
         watch_of(app.consumer).hold(tp, offset)
 
-    node_driver = AgentDriver("node", node_glue, node_tables, node_inputs, *shared, hold)
-    job_driver = AgentDriver("job", job_glue, job_tables, job_inputs, *shared, hold)
+    node_driver = AgentDriver(
+        "node", node_glue, node_tables, node_inputs, *shared, hold, changelog.send
+    )
+    job_driver = AgentDriver("job", job_glue, job_tables, job_inputs, *shared, hold, changelog.send)
 
     app.on_partitions_revoked.connect(cast(Any, forget_revoked(node_glue, job_glue)))
 

@@ -31,13 +31,11 @@ import functools
 import heapq
 import logging
 import os
-import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-import faust.streams
 from faust.tables.recovery import Recovery
 from faust.transport.consumer import Consumer, ThreadDelegateConsumer
 
@@ -117,14 +115,6 @@ class OffsetWatch:
 
     def holes(self) -> dict[Any, int]:
         return {tp: p.hole for tp, p in self._parts.items() if p.hole is not None}
-
-
-def make_current(event: Any) -> None:
-    """Make `event` faust's current event (None: none). A table write takes its changelog
-    partition from the current event; the agents write a batch's tables after the batch,
-    outside faust's stream iteration, so each key is written as its record's. faust has no
-    public setter: this is the context variable its stream iterator sets."""
-    faust.streams._current_event.set(None if event is None else weakref.ref(event))
 
 
 def watch_of(consumer: Any) -> OffsetWatch:

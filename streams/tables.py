@@ -70,13 +70,14 @@ class WriteBack(MutableMapping[str, StateT], Generic[StateT]):
     def __init__(
         self,
         table: MutableMapping[str, StateT],
-        scope: Callable[[Any], None] | None = None,
+        write: Callable[[str, StateT | None, Any], None] | None = None,
     ) -> None:
-        """`scope(record)`: called before writing back a key `record` (given to `mark`) last
-        wrote, and with None after the flush; faust tables need the input record that
-        writes a key to be the current one (its partition is the changelog's)."""
+        """`write(key, value or None for deleted, record)`: how `flush` writes a key back,
+        given the record (from `mark`) that last wrote it; default: into `table`. The
+        classifier writes faust tables through `streams.changelog` (the record's partition
+        is the changelog's)."""
         self._table = table
-        self._scope = scope
+        self._write = write
         self._cache: dict[str, StateT | None] = {}  # None: deleted
         self._dirty: dict[str, Any] = {}  # key -> the record that last wrote it
         self._record: Any = None
@@ -146,17 +147,15 @@ class WriteBack(MutableMapping[str, StateT], Generic[StateT]):
 
     def flush(self) -> None:
         """Write every changed key once; forget the cache."""
-        scope = self._scope
+        write = self._write
         for key, record in self._dirty.items():
-            if scope is not None:
-                scope(record)
             value = self._cache[key]
-            if value is None:
+            if write is not None:
+                write(key, value, record)
+            elif value is None:
                 self._table.pop(key, None)
             else:
                 self._table[key] = value
-        if scope is not None and self._dirty:
-            scope(None)
         self.discard()
 
     def discard(self) -> None:

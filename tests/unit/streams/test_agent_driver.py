@@ -14,6 +14,7 @@ from aiokafka.errors import KafkaTimeoutError
 from gpufailover.offsets import AgentProgress
 from schemas.topics import TopicNames
 from streams.agent_driver import AgentDriver, Outputs, TopicLabels
+from streams.changelog import Changelog
 from streams.faust_patches import OffsetWatch
 from streams.glue import Out
 from streams.metrics import ClassifierMetrics
@@ -181,31 +182,59 @@ def test_a_held_offset_caps_the_commit_until_a_seek() -> None:
 
 def test_each_key_is_written_back_as_the_record_that_last_wrote_it() -> None:
     stored: dict[str, int] = {}
-    scopes: list[tuple[str | None, str | None]] = []
-    current: list[str | None] = [None]
-
-    class Table(dict[str, int]):
-        def __setitem__(self, key: str, value: int) -> None:
-            scopes.append((key, current[0]))
-            super().__setitem__(key, value)
-
-    def scope(record: Any) -> None:
-        current[0] = record
-        if record is None:
-            scopes.append((None, None))
-
-    table = Table()
-    wb: WriteBack[int] = WriteBack(table, scope=scope)
+    writes: list[tuple[str, int | None, str]] = []
+    wb: WriteBack[int] = WriteBack(stored, write=lambda k, v, r: writes.append((k, v, r)))
     wb.mark("r1")
     wb["a"] = 1
     wb["b"] = 1
+    wb["gone"] = 0
     wb.mark("r2")
     wb["b"] = 2
     wb["c"] = 2
+    del wb["gone"]
     wb.mark("r3")
     wb["a"] = 3
     wb.rollback()  # r3 failed: "a" is r1's again
     wb.flush()
-    assert dict(table) == {"a": 1, "b": 2, "c": 2} and stored == {}
-    assert sorted(s for s in scopes if s[0]) == [("a", "r1"), ("b", "r2"), ("c", "r2")]
-    assert scopes[-1] == (None, None)  # no record is current after the flush
+    assert stored == {}  # the writer writes, not the mapping
+    assert sorted(writes) == [("a", 1, "r1"), ("b", 2, "r2"), ("c", 2, "r2"), ("gone", None, "r2")]
+
+
+class FakeTopic:
+    def get_topic_name(self) -> str:
+        return "app-node-states-changelog"
+
+
+class FakeTable:
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {"old": {"x": 1}}
+        self.changelog_topic = FakeTopic()
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes | None, int]] = []
+
+    async def send(
+        self, topic: str, key: bytes, value: bytes | None, partition: int, ts: Any, headers: Any
+    ) -> Any:
+        self.sent.append((topic, key, value, partition))
+        return asyncio.get_running_loop().create_future()
+
+
+async def test_changelog_writes_the_store_and_sends_each_key_on_its_records_partition() -> None:
+    producer, table = FakeProducer(), FakeTable()
+    changelog = Changelog(lambda: producer)
+    wb: WriteBack[dict[str, Any]] = WriteBack(table.data, write=changelog.writer(table))
+    wb.mark(Event(Msg(SOURCE, 3, 7, b"k", b"v")))
+    wb["n1"] = {"a": [1, 2]}
+    del wb["old"]
+    wb.flush()
+    assert table.data == {"n1": {"a": [1, 2]}}  # in the store before anything is sent
+    assert producer.sent == []
+    deliveries = await changelog.send()
+    assert len(deliveries) == 2 and changelog.queued == []
+    topic = "app-node-states-changelog"
+    assert sorted(producer.sent, key=str) == sorted(
+        [(topic, b'"n1"', b'{"a":[1,2]}', 3), (topic, b'"old"', None, 3)], key=str
+    )
