@@ -154,7 +154,7 @@ def test_the_watermark_waits_for_an_input_with_unread_records() -> None:
     )
     assert signals(f.watermarks(wall_ms=1_000)) == [{"watermark": T0}]
     lagging.clear()
-    assert f.watermarks(wall_ms=1_000 + WATERMARK_EVERY_MS - 1) == []  # at most every WATERMARK_EVERY_MS
+    assert f.watermarks(wall_ms=1_000 + WATERMARK_EVERY_MS - 1) == []  # not yet
     assert signals(f.watermarks(wall_ms=1_000 + WATERMARK_EVERY_MS)) == [{"watermark": T0 + 60_000}]
     assert f.watermarks(wall_ms=5_000) == []  # nothing new
 
