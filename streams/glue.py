@@ -102,7 +102,7 @@ class NodeGlue:
         self.names = names
         self.nodes = nodes
         # The clock (watermark and wake-ups) goes to the changelog whenever it moves (the
-        # filter sends the watermark at most every 20 ms).
+        # filter sends the watermark at most every 100 ms).
         self.clocks = PersistedClocks(
             clocks, "p", PartitionClock, lambda c: (c.watermark, len(c.closing))
         )

@@ -47,7 +47,7 @@ from streams.engine.node_side import SignalClassifier
 from streams.glue import Out, dead_letter
 from streams.policy import Policy
 
-WATERMARK_EVERY_MS = 20  # a decision waits at most this much more for the node side's time
+WATERMARK_EVERY_MS = 100  # a non-hardware decision waits at most this much more than its grace
 IDLE_EVERY_MS = 1_000  # idle markers, per partition, while it stays idle
 PACK_MAX = 50  # items per forwarded record (500 held 10 KB a node of faust memory: BENCHMARKS.md)
 
