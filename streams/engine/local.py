@@ -50,9 +50,10 @@ class LocalPipeline:
         return self._signal_done(signal_out, record.ts_ms)
 
     def feed_ignored(self, ts_ms: int) -> list[Output]:
-        """A signal the policy ignores (`NodeSide.on_ignored`): what `feed` of it returns,
-        without decoding it into a record (most of a fleet's samples are `ok`)."""
-        node_out = self.node_side.advance(ts_ms)  # replay's node side follows the records
+        """A signal the policy ignores, stamped `ts_ms`: what `feed` of it returns (time
+        moves, nothing is stored), without decoding it into a record (most of a fleet's
+        samples are `ok`). Replay's node side follows the records: `advance` is its time."""
+        node_out = self.node_side.advance(ts_ms)
         deadlines = self.progress.clock.deadlines
         if not node_out and not (deadlines and deadlines[0][0] < ts_ms):
             return []

@@ -171,14 +171,10 @@ class NodeSide:
             out = self._heard(item) if item.cls == "liveness" else self._store(item)
             out.extend(self._follow(rec.ts_ms))
             return out
-        return self.on_ignored(rec.ts_ms)
-
-    def on_ignored(self, ts_ms: int) -> list[NodeOutput]:
-        """A signal the policy ignores, stamped `ts_ms`: only time moves (replay)."""
         wm = self.clock.watermark
-        if wm is not None and ts_ms <= wm:
+        if wm is not None and rec.ts_ms <= wm:
             return []
-        return self._follow(ts_ms)
+        return self._follow(rec.ts_ms)
 
     def on_evidence(self, item: Evidence) -> list[NodeOutput]:
         """Evidence already classified (and possibly folded) by the signal filter: stored as
