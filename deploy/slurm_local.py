@@ -112,8 +112,18 @@ class SlurmCluster:
     def node_state(self, name: str) -> str:
         return self.node(name).get("State", "")
 
-    def wait_job(self, job_id: str, what: str, check: Callable[[dict[str, str]], bool]) -> None:
-        wait_for(f"job {job_id} {what}", lambda: check(self.job(job_id)))
+    def wait_job(
+        self, job_id: str, what: str, check: Callable[[dict[str, str]], bool]
+    ) -> dict[str, str]:
+        """The job's fields as first seen passing `check` (a later query may see it moved on)."""
+        seen: list[dict[str, str]] = []
+
+        def passes() -> bool:
+            seen[:] = [self.job(job_id)]
+            return check(seen[-1])
+
+        wait_for(f"job {job_id} {what}", passes)
+        return seen[-1]
 
     def reset(self) -> None:
         """Between tests: no jobs, every node idle with no drain."""

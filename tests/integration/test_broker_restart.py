@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
 
 from deploy.broker import Broker, BrokerError, running_broker
 from deploy.topics import describe_topics
@@ -44,13 +45,28 @@ async def cluster_id(bootstrap: str) -> str:
 
 
 async def committed_offset(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        offsets = await admin.list_consumer_group_offsets(group)
-    finally:
-        await admin.close()
-    return offsets[tp].offset if tp in offsets else None
+    """`group`'s committed offset of `tp`, waiting up to _WAIT_S for the coordinator to load it.
+
+    A broker just started loads `__consumer_offsets` in the background; until it has, the
+    coordinator answers COORDINATOR_LOAD_IN_PROGRESS, which aiokafka's admin client turns into
+    an empty answer (it ignores the top-level error when no partition is listed). None only if
+    the offset never shows up.
+    """
+    deadline = time.monotonic() + _WAIT_S
+    while True:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            offsets = await admin.list_consumer_group_offsets(group)
+        except KafkaError as error:
+            if not error.retriable:
+                raise
+            offsets = {}
+        finally:
+            await admin.close()
+        if tp in offsets or time.monotonic() > deadline:
+            return offsets[tp].offset if tp in offsets else None
+        await asyncio.sleep(0.2)
 
 
 async def read_values(consumer: AIOKafkaConsumer, count: int) -> list[bytes]:

@@ -48,12 +48,14 @@ async def test_a_failed_job_is_requeued_once_same_jobid_excluding_and_boosted(
     assert info["Comment"].startswith("gpufailover: hardware -> failover")
     # Placed again: not pending any more and given nodes (a loaded host can show a state
     # between the two for a moment, with no nodes yet).
-    slurm.wait_job(
+    # The fields as seen placed: the job (`exit 3`) ends at once, and a later query can find it
+    # between states again.
+    placed = slurm.wait_job(
         job,
         "ran again",
         lambda j: j.get("JobState") != "PENDING" and j.get("NodeList", "") not in ("", "(null)"),
     )
-    assert slurm.job(job)["NodeList"] in ("gpu-[3-4]", "gpu-[1,3]", "gpu-[1,4]")
+    assert placed["NodeList"] in ("gpu-[3-4]", "gpu-[1,3]", "gpu-[1,4]")
 
 
 async def test_a_job_slurm_forgot_or_may_not_requeue_is_not_actionable(
