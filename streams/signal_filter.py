@@ -13,8 +13,11 @@ same partition number as the input:
   `failover.term-by-node` record). Packed because faust's cost is per Kafka record: a wave of
   100,000 distinct XIDs is 2,000 records for the node agent, not 100,000;
 - `{"watermark": ts_ms}`: the partition's event time (`streams.clock.InputClock`: the largest
-  ts_ms seen on the three inputs, held back by an input with unread records), at most every
-  WATERMARK_EVERY_MS. The node agent moves time only on these, so it never runs ahead of
+  ts_ms seen on the three inputs, held back by an input with unread records), counting only
+  records read at least DISORDER_MS ago (see there); sent at most every WATERMARK_EVERY_MS,
+  and at once when it passes a time the node agent waits for (a termination's time, its end
+  of grace, a requested `until_ms`: the node side's wake-ups), so a decision does not wait
+  for the cadence. The node agent moves time only on these, so it never runs ahead of
   evidence this filter has not forwarded yet;
 - `{"idle_ms": n}`: the partition's inputs are caught up and have been quiet for n ms (the
   node agent moves its watermark on by that much: the idle advance).
@@ -25,8 +28,9 @@ Pure: no Kafka here, the loop feeds records in and sends what comes out.
 
 from __future__ import annotations
 
+import heapq
 import sys
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,7 +42,7 @@ from schemas.decisions import Evidence, EvidenceClass, EvidenceKind
 from schemas.engine import IdleMarker, NodeTermination, SignalPack, Watermark
 from schemas.errors import SchemaError
 from schemas.event_time import EventTimeBounds
-from schemas.health import GpuHealth
+from schemas.health import CONDITIONS, GpuHealth
 from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from streams.clock import InputClock, Lagging, never_lagging
@@ -48,6 +52,12 @@ from streams.glue import Out, dead_letter
 from streams.policy import Policy
 
 WATERMARK_EVERY_MS = 100  # a non-hardware decision waits at most this much more than its grace
+# Kafka orders records within a partition only: an XID can be appended a little after a
+# later-stamped health sample of its partition (producer batches leave in any order), and
+# a watermark sent as soon as that sample is read would pass the XID. A record counts for
+# the watermark once it was read DISORDER_MS ago, and only if every input still shows no
+# unread records then: the disorder tolerated is this much wall time, not luck of timing.
+DISORDER_MS = 50
 IDLE_EVERY_MS = 1_000  # idle markers, per partition, while it stays idle
 PACK_MAX = 50  # items per forwarded record (500 held 10 KB a node of faust memory: BENCHMARKS.md)
 
@@ -97,7 +107,10 @@ class SignalFilter:
     ) -> None:
         self.names = names
         self.classify = SignalClassifier(policy)
+        # Every condition's class, looked up by subscript in the hot loop (no call).
+        self.condition_cls = {c: self.classify.condition_class(c) for c in CONDITIONS}
         self.coalesce_ms = policy.coalesce_ms
+        self.grace_ms = policy.grace_ms
         # None: no clock-relative bounds (unit tests at fixed dates); the worker passes
         # the settings' (schemas.event_time).
         self.bounds = EventTimeBounds(TS_CEIL_MS) if bounds is None else bounds
@@ -110,6 +123,12 @@ class SignalFilter:
         self.sent_watermark_wall: dict[int, int] = {}
         self.last_input_wall: dict[int, int] = {}
         self.sent_idle_wall: dict[int, int] = {}
+        # Per partition, the times the node side waits for (a min-heap; passed ones dropped).
+        self.wake_ms: dict[int, list[int]] = {}
+        # Per partition, (wall ms read, largest ts_ms seen then) not yet DISORDER_MS old, and
+        # the largest ts_ms read at least DISORDER_MS ago.
+        self.reads: dict[int, deque[tuple[int, int]]] = {}
+        self.settled: dict[int, int] = {}
         # Counted here, reported by the loop in bulk (per-record metric calls cost ~6%).
         self.xids: Counter[int] = Counter()
         self.conditions: Counter[str] = Counter()
@@ -122,14 +141,16 @@ class SignalFilter:
         This loop is the classifier's hottest code (every input record): names are locals.
         """
         xid_t, health_t, term_t = self.sources
-        xid_class, condition_class = self.classify.xid_class, self.classify.condition_class
+        xid_class, condition_cls = self.classify.xid_class, self.condition_cls
         xids, conditions = self.xids, self.conditions
         # Event-time bounds (schemas.event_time) as one range for this batch: a record outside
         # it is dead-lettered before it can move a watermark.
         bounds = self.bounds
         lo, hi = bounds.range_at(wall_ms)
         parts: dict[int, _Partition] = {}
-        latest: dict[tuple[int, str], int] = {}  # (partition, topic) -> largest ts_ms
+        # The largest ts_ms of each partition's accepted records, per topic (int keys: cheap).
+        latest_health: dict[int, int] = {}
+        latest_xid: dict[int, int] = {}
         dead: list[Out] = []
         for rec in records:
             topic, partition = rec.topic, rec.partition
@@ -142,15 +163,14 @@ class SignalFilter:
                     if peek is None:
                         health = GpuHealth.from_dict(data)  # raises, or an unusual valid one
                         node, ts_ms, condition = health.node, health.ts_ms, health.condition
-                        gpu = health.gpu_index
                     else:
                         node, ts_ms, condition = peek
-                        gpu = data.get("gpu_index")
                     conditions[condition] += 1
                     if not lo <= ts_ms <= hi:
                         bounds.check("ts_ms", ts_ms, wall_ms)
-                    cls = condition_class(condition)
+                    cls = condition_cls[condition]
                     if cls is not None:
+                        gpu = health.gpu_index if peek is None else data.get("gpu_index")
                         signal: tuple[str, int | None, EvidenceKind, int | str] = (
                             node,
                             gpu,
@@ -158,6 +178,8 @@ class SignalFilter:
                             condition,
                         )
                         count = 1
+                    if ts_ms > latest_health.get(partition, 0):  # last: only if accepted
+                        latest_health[partition] = ts_ms
                 elif topic == xid_t:
                     fields = GpuXid.peek(data)  # checked in full, not built
                     if fields is None:
@@ -170,6 +192,8 @@ class SignalFilter:
                     cls = xid_class(code)
                     if cls is not None:
                         signal = (node, gpu, "xid", code)
+                    if ts_ms > latest_xid.get(partition, 0):
+                        latest_xid[partition] = ts_ms
                 elif topic == term_t:
                     termination = NodeTermination.from_dict(data)
                     ts_ms = termination.terminated_ts_ms
@@ -193,20 +217,24 @@ class SignalFilter:
                 else:
                     dead.append(bad)
                 continue
-            if topic != term_t:
-                seen = latest.get((partition, topic))
-                if seen is None or ts_ms > seen:
-                    latest[partition, topic] = ts_ms
-            part = parts.get(partition)
-            if part is None:
-                part = parts[partition] = _Partition({}, {}, [])
-            if topic == term_t:
-                part.order.append(termination)
-            elif cls is not None:
-                self._fold(part, signal, cls, ts_ms, count)
-        for (partition, topic), ts_ms in latest.items():
-            self.clock.candidate(partition, topic, ts_ms)
-            self.last_input_wall[partition] = wall_ms
+            if topic == term_t or cls is not None:
+                part = parts.get(partition)
+                if part is None:
+                    part = parts[partition] = _Partition({}, {}, [])
+                if topic == term_t:
+                    part.order.append(termination)
+                    self._wake_at(partition, termination)
+                elif cls is not None:
+                    self._fold(part, signal, cls, ts_ms, count)
+        for topic, latest in ((health_t, latest_health), (xid_t, latest_xid)):
+            for partition, ts_ms in latest.items():
+                seen = self.clock.candidate(partition, topic, ts_ms)
+                self.last_input_wall[partition] = wall_ms
+                reads = self.reads.get(partition)
+                if reads is None:
+                    reads = self.reads[partition] = deque()
+                if not reads or reads[-1][1] < seen:
+                    reads.append((wall_ms, seen))
         return dead + [out for p, part in parts.items() for out in self._forward(p, part)]
 
     def _fold(
@@ -237,6 +265,15 @@ class SignalFilter:
         folds.append(fold)
         part.folds[signal[0]].append(fold)
 
+    def _wake_at(self, partition: int, termination: NodeTermination) -> None:
+        """The times the node side will report this termination at (`NodeSide._wake_at`)."""
+        heap = self.wake_ms.setdefault(partition, [])
+        if termination.until_ms is not None:
+            heapq.heappush(heap, termination.until_ms)
+        else:
+            heapq.heappush(heap, termination.terminated_ts_ms)
+            heapq.heappush(heap, saturating_add(termination.terminated_ts_ms, self.grace_ms))
+
     def _forward(self, partition: int, part: _Partition) -> list[Out]:
         items: list[Evidence | NodeTermination] = []
         for entry in part.order:
@@ -255,19 +292,45 @@ class SignalFilter:
         ]
 
     def watermarks(self, wall_ms: int) -> list[Out]:
-        """Each partition's watermark when it moved on (at most every WATERMARK_EVERY_MS)."""
+        """Each partition's watermark when it moved on: at most every WATERMARK_EVERY_MS, or
+        sooner when it passes a time the node side waits for."""
         out: list[Out] = []
         for partition in self.clock.source_max:
-            if wall_ms - self.sent_watermark_wall.get(partition, 0) < WATERMARK_EVERY_MS:
+            sent = self.sent_watermark.get(partition, -sys.maxsize)
+            wake = self.wake_ms.get(partition)
+            while wake and wake[0] < sent:  # the node side has been told already
+                heapq.heappop(wake)
+            due = wall_ms - self.sent_watermark_wall.get(partition, 0) >= WATERMARK_EVERY_MS
+            if not due and not wake:
                 continue
-            watermark = self.clock.effective(partition)
-            if watermark is None or watermark <= self.sent_watermark.get(partition, -sys.maxsize):
+            watermark = self._settled(partition, wall_ms)
+            if watermark is None or watermark <= sent:
+                continue
+            if not due and not (wake and wake[0] < watermark):
                 continue
             self.sent_watermark[partition] = watermark
             self.sent_watermark_wall[partition] = wall_ms
             body = orjson.dumps(Watermark(watermark).to_dict())
             out.append(Out(self.names.node_signals, None, body, partition))
         return out
+
+    def _settled(self, partition: int, wall_ms: int) -> int | None:
+        """The watermark from records read at least DISORDER_MS ago, held back by inputs
+        that show unread records now."""
+        reads = self.reads.get(partition)
+        while reads and reads[0][0] <= wall_ms - DISORDER_MS:
+            self.settled[partition] = reads.popleft()[1]
+        settled = self.settled.get(partition)
+        effective = self.clock.effective(partition)
+        if settled is None or effective is None:
+            return None
+        return min(settled, effective)
+
+    def next_settle_ms(self, wall_ms: int) -> int | None:
+        """Milliseconds until the next read counts for a watermark (None: none waits), so
+        the loop does not sleep past it."""
+        first = [reads[0][0] for reads in self.reads.values() if reads]
+        return max(0, min(first) + DISORDER_MS - wall_ms) if first else None
 
     def idle_markers(self, wall_ms: int, partitions: Iterable[int]) -> list[Out]:
         """For each assigned partition whose inputs are caught up and quiet for `idle_after`."""
@@ -295,5 +358,8 @@ class SignalFilter:
                 self.sent_watermark_wall,
                 self.last_input_wall,
                 self.sent_idle_wall,
+                self.wake_ms,
+                self.reads,
+                self.settled,
             ):
                 table.pop(partition, None)

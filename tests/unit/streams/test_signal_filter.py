@@ -15,6 +15,7 @@ from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.glue import NodeGlue, Out
 from streams.policy import load_policy
 from streams.signal_filter import (
+    DISORDER_MS,
     IDLE_EVERY_MS,
     PACK_MAX,
     WATERMARK_EVERY_MS,
@@ -157,6 +158,67 @@ def test_the_watermark_waits_for_an_input_with_unread_records() -> None:
     assert f.watermarks(wall_ms=1_000 + WATERMARK_EVERY_MS - 1) == []  # not yet
     assert signals(f.watermarks(wall_ms=1_000 + WATERMARK_EVERY_MS)) == [{"watermark": T0 + 60_000}]
     assert f.watermarks(wall_ms=5_000) == []  # nothing new
+
+
+def test_a_watermark_passing_a_time_the_node_side_waits_for_is_sent_before_the_cadence() -> None:
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0))], wall_ms=0)
+    assert signals(f.watermarks(wall_ms=1_000)) == [{"watermark": T0}]
+    term = {"job_id": "j1", "attempt": 0, "node": "n1", "terminated_ts_ms": T0 + 50}
+    f.reduce([rec(NAMES.term_by_node, term)], wall_ms=1_001)
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0 + 50))], wall_ms=1_001)
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0 + 51))], wall_ms=1_002)
+    assert f.next_settle_ms(1_002) == DISORDER_MS - 1
+    # T0 + 50 has settled, T0 + 51 not yet: not past the termination, and not the cadence.
+    assert f.watermarks(wall_ms=1_002 + DISORDER_MS - 1) == []
+    now = 1_002 + DISORDER_MS
+    assert signals(f.watermarks(wall_ms=now)) == [{"watermark": T0 + 51}]  # past it: at once
+    assert now - 1_000 < WATERMARK_EVERY_MS
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0 + 60))], wall_ms=now)
+    assert f.watermarks(wall_ms=now + DISORDER_MS) == []  # next waited for: the end of grace
+    end = T0 + 50 + POLICY.grace_ms
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", end + 1))], wall_ms=now + 1)
+    assert signals(f.watermarks(wall_ms=now + 1 + DISORDER_MS)) == [{"watermark": end + 1}]
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", end + 2))], wall_ms=now + 2)
+    assert f.watermarks(wall_ms=now + 2 + DISORDER_MS) == []  # none waited for: the cadence
+    assert f.wake_ms == {0: []}
+
+
+def test_a_requested_time_is_waited_for_and_other_partitions_keep_the_cadence() -> None:
+    f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0), p) for p in (0, 1)], wall_ms=0)
+    assert len(f.watermarks(wall_ms=1_000)) == 2
+    request = {
+        "job_id": "j1",
+        "attempt": 0,
+        "node": "n1",
+        "terminated_ts_ms": T0 - 5_000,
+        "until_ms": T0 + 20,
+    }
+    f.reduce([rec(NAMES.term_by_node, request, partition=1)], wall_ms=1_001)
+    later = [rec(NAMES.gpu_health, health("n1", "ok", T0 + 30), p) for p in (0, 1)]
+    f.reduce(later, wall_ms=1_002)
+    (sent,) = f.watermarks(wall_ms=1_002 + DISORDER_MS)
+    assert (sent.partition, orjson.loads(sent.value)) == (1, {"watermark": T0 + 30})
+    f.forget([1])
+    assert 1 not in f.wake_ms and 1 not in f.reads
+
+
+def test_an_xid_appended_after_a_later_health_sample_is_not_passed_by_the_watermark() -> None:
+    """Kafka orders a partition, not a topic pair: the health sample stamped later can be read
+    first. A read counts for the watermark only after DISORDER_MS, and only while no input
+    shows unread records, so the XID appended meanwhile holds it back."""
+    lagging: set[tuple[str, int]] = set()
+    f = SignalFilter(POLICY, NAMES, 5_000, lambda t, p: (t, p) in lagging)
+    f.reduce([rec(NAMES.gpu_xid, xid("n1", 13, T0))], wall_ms=0)
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0 + 60_000))], wall_ms=200)
+    assert signals(f.watermarks(wall_ms=200 + DISORDER_MS - 1)) == [{"watermark": T0}]
+    lagging.add((NAMES.gpu_xid, 0))  # the XID stamped T0 + 1 was appended since
+    assert f.watermarks(wall_ms=200 + DISORDER_MS) == []  # held at the XID topic's time
+    lagging.clear()
+    out = f.reduce([rec(NAMES.gpu_xid, xid("n1", 79, T0 + 1))], wall_ms=260)
+    assert [s["evidence"]["code"] for s in signals(out)] == [79]
+    assert signals(f.watermarks(wall_ms=400)) == [{"watermark": T0 + 60_000}]
 
 
 def test_idle_markers_only_for_quiet_caught_up_partitions() -> None:
