@@ -16,9 +16,9 @@ same partition number as the input:
   ts_ms seen on the three inputs, held back by an input with unread records), counting only
   records read at least DISORDER_MS ago (see there); sent at most every WATERMARK_EVERY_MS,
   and at once when it passes a time the node agent waits for (a termination's time, its end
-  of grace, a requested `until_ms`: the node side's wake-ups), so a decision does not wait
-  for the cadence. The node agent moves time only on these, so it never runs ahead of
-  evidence this filter has not forwarded yet;
+  of grace, a requested `until_ms`: the node side's wake-ups) while the inputs are caught
+  up, so a live decision does not wait for the cadence. The node agent moves time only on
+  these, so it never runs ahead of evidence this filter has not forwarded yet;
 - `{"idle_ms": n}`: the partition's inputs are caught up and have been quiet for n ms (the
   node agent moves its watermark on by that much: the idle advance).
 
@@ -293,7 +293,7 @@ class SignalFilter:
 
     def watermarks(self, wall_ms: int) -> list[Out]:
         """Each partition's watermark when it moved on: at most every WATERMARK_EVERY_MS, or
-        sooner when it passes a time the node side waits for."""
+        sooner when it passes a time the node side waits for and the inputs are caught up."""
         out: list[Out] = []
         for partition in self.clock.source_max:
             sent = self.sent_watermark.get(partition, -sys.maxsize)
@@ -301,7 +301,9 @@ class SignalFilter:
             while wake and wake[0] < sent:  # the node side has been told already
                 heapq.heappop(wake)
             due = wall_ms - self.sent_watermark_wall.get(partition, 0) >= WATERMARK_EVERY_MS
-            if not due and not wake:
+            # Early only when caught up: while a backlog drains, each watermark would be a
+            # record for the node agent per batch, and nobody is waiting on the latest one.
+            if not due and (not wake or self._behind(partition)):
                 continue
             watermark = self._settled(partition, wall_ms)
             if watermark is None or watermark <= sent:
@@ -326,11 +328,8 @@ class SignalFilter:
             return None
         return min(settled, effective)
 
-    def next_settle_ms(self, wall_ms: int) -> int | None:
-        """Milliseconds until the next read counts for a watermark (None: none waits), so
-        the loop does not sleep past it."""
-        first = [reads[0][0] for reads in self.reads.values() if reads]
-        return max(0, min(first) + DISORDER_MS - wall_ms) if first else None
+    def _behind(self, partition: int) -> bool:
+        return any(self.clock.lagging(source, partition) for source in self.sources)
 
     def idle_markers(self, wall_ms: int, partitions: Iterable[int]) -> list[Out]:
         """For each assigned partition whose inputs are caught up and quiet for `idle_after`."""
@@ -342,7 +341,7 @@ class SignalFilter:
                 continue
             if wall_ms - self.sent_idle_wall.get(partition, 0) < IDLE_EVERY_MS:
                 continue
-            if any(self.clock.lagging(source, partition) for source in self.sources):
+            if self._behind(partition):
                 continue
             self.sent_idle_wall[partition] = wall_ms
             body = orjson.dumps(IdleMarker(idle).to_dict())

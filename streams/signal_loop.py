@@ -123,10 +123,7 @@ class SignalLoop:
 
     async def _turn(self) -> None:
         consumer = self.consumer
-        # Not past the moment a read settles for the watermark (SignalFilter.next_settle_ms).
-        settle = self.filter.next_settle_ms(now_ms())
-        poll_ms = POLL_MS if settle is None else min(POLL_MS, settle + 1)
-        batch = await consumer.getmany(timeout_ms=poll_ms, max_records=BATCH_MAX)
+        batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=BATCH_MAX)
         wall = now_ms()
         # aiokafka's ConsumerRecords have InputRecord's fields: no copy on the hot path.
         records = [m for messages in batch.values() for m in messages]

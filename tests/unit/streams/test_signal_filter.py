@@ -168,7 +168,6 @@ def test_a_watermark_passing_a_time_the_node_side_waits_for_is_sent_before_the_c
     f.reduce([rec(NAMES.term_by_node, term)], wall_ms=1_001)
     f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0 + 50))], wall_ms=1_001)
     f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0 + 51))], wall_ms=1_002)
-    assert f.next_settle_ms(1_002) == DISORDER_MS - 1
     # T0 + 50 has settled, T0 + 51 not yet: not past the termination, and not the cadence.
     assert f.watermarks(wall_ms=1_002 + DISORDER_MS - 1) == []
     now = 1_002 + DISORDER_MS
@@ -202,6 +201,20 @@ def test_a_requested_time_is_waited_for_and_other_partitions_keep_the_cadence() 
     assert (sent.partition, orjson.loads(sent.value)) == (1, {"watermark": T0 + 30})
     f.forget([1])
     assert 1 not in f.wake_ms and 1 not in f.reads
+
+
+def test_no_early_watermark_while_a_backlog_drains() -> None:
+    lagging: set[tuple[str, int]] = {(NAMES.gpu_health, 0)}
+    f = SignalFilter(POLICY, NAMES, 5_000, lambda t, p: (t, p) in lagging)
+    f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0))], wall_ms=0)
+    assert signals(f.watermarks(wall_ms=1_000)) == [{"watermark": T0}]
+    term = {"job_id": "j1", "attempt": 0, "node": "n1", "terminated_ts_ms": T0}
+    f.reduce(
+        [rec(NAMES.term_by_node, term), rec(NAMES.gpu_health, health("n1", "ok", T0 + 1))], 1_001
+    )
+    assert f.watermarks(wall_ms=1_001 + DISORDER_MS) == []  # behind: the cadence decides
+    lagging.clear()
+    assert signals(f.watermarks(wall_ms=1_001 + DISORDER_MS)) == [{"watermark": T0 + 1}]
 
 
 def test_an_xid_appended_after_a_later_health_sample_is_not_passed_by_the_watermark() -> None:
