@@ -68,6 +68,11 @@ class PartitionProbe:
         end, position = self.ends[key], self.positions.get(key)
         return end is None or position is None or end > position
 
+    def backlog(self, key: Key) -> int:
+        """Records not read yet as of the last fetch; 0 when not known or not assigned."""
+        end, position = self.ends.get(key), self.positions.get(key)
+        return 0 if end is None or position is None else lag(end, position)
+
     def lags(self) -> list[tuple[str, int, int]]:
         """(topic, partition, lag) of each partition whose end and position are known."""
         rows: list[tuple[str, int, int]] = []

@@ -16,8 +16,8 @@ same partition number as the input:
   ts_ms seen on the three inputs, held back by an input with unread records), counting only
   records read at least DISORDER_MS ago (see there); sent at most every WATERMARK_EVERY_MS,
   and at once when it passes a time the node agent waits for (a termination's time, its end
-  of grace, a requested `until_ms`: the node side's wake-ups) while the inputs are caught
-  up, so a live decision does not wait for the cadence. The node agent moves time only on
+  of grace, a requested `until_ms`: the node side's wake-ups) unless a backlog drains, so a
+  live decision does not wait for the cadence. The node agent moves time only on
   these, so it never runs ahead of evidence this filter has not forwarded yet;
 - `{"idle_ms": n}`: the partition's inputs are caught up and have been quiet for n ms (the
   node agent moves its watermark on by that much: the idle advance).
@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import sys
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import orjson
@@ -58,8 +58,15 @@ WATERMARK_EVERY_MS = 100  # a non-hardware decision waits at most this much more
 # the watermark once it was read DISORDER_MS ago, and only if every input still shows no
 # unread records then: the disorder tolerated is this much wall time, not luck of timing.
 DISORDER_MS = 50
+# A partition this many input records behind is draining a backlog: its watermark keeps the
+# cadence (an early one per batch would only add records for the node agent).
+DRAINING_RECORDS = 2_000
 IDLE_EVERY_MS = 1_000  # idle markers, per partition, while it stays idle
 PACK_MAX = 50  # items per forwarded record (500 held 10 KB a node of faust memory: BENCHMARKS.md)
+
+
+def no_backlog(topic: str, partition: int) -> int:
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +111,10 @@ class SignalFilter:
         idle_after_ms: int,
         lagging: Lagging = never_lagging,
         bounds: EventTimeBounds | None = None,
+        backlog: Callable[[str, int], int] = no_backlog,
     ) -> None:
         self.names = names
+        self.backlog = backlog  # input records not read yet, by (topic, partition)
         self.classify = SignalClassifier(policy)
         # Every condition's class, looked up by subscript in the hot loop (no call).
         self.condition_cls = {c: self.classify.condition_class(c) for c in CONDITIONS}
@@ -293,7 +302,7 @@ class SignalFilter:
 
     def watermarks(self, wall_ms: int) -> list[Out]:
         """Each partition's watermark when it moved on: at most every WATERMARK_EVERY_MS, or
-        sooner when it passes a time the node side waits for and the inputs are caught up."""
+        sooner when it passes a time the node side waits for (unless a backlog drains)."""
         out: list[Out] = []
         for partition in self.clock.source_max:
             sent = self.sent_watermark.get(partition, -sys.maxsize)
@@ -301,9 +310,7 @@ class SignalFilter:
             while wake and wake[0] < sent:  # the node side has been told already
                 heapq.heappop(wake)
             due = wall_ms - self.sent_watermark_wall.get(partition, 0) >= WATERMARK_EVERY_MS
-            # Early only when caught up: while a backlog drains, each watermark would be a
-            # record for the node agent per batch, and nobody is waiting on the latest one.
-            if not due and (not wake or self._behind(partition)):
+            if not due and (not wake or self._draining(partition)):
                 continue
             watermark = self._settled(partition, wall_ms)
             if watermark is None or watermark <= sent:
@@ -330,6 +337,9 @@ class SignalFilter:
 
     def _behind(self, partition: int) -> bool:
         return any(self.clock.lagging(source, partition) for source in self.sources)
+
+    def _draining(self, partition: int) -> bool:
+        return any(self.backlog(s, partition) > DRAINING_RECORDS for s in self.sources)
 
     def idle_markers(self, wall_ms: int, partitions: Iterable[int]) -> list[Out]:
         """For each assigned partition whose inputs are caught up and quiet for `idle_after`."""

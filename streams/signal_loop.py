@@ -51,7 +51,9 @@ class SignalLoop:
         self.group_id = group_id
         self.names = names
         self.metrics = metrics
-        self.filter = SignalFilter(policy, names, idle_after_ms, self._lagging, bounds)
+        self.filter = SignalFilter(
+            policy, names, idle_after_ms, self._lagging, bounds, backlog=self._backlog
+        )
         self.topics = self.filter.sources
         self.consumer: Any = None
         self.producer: Any = None
@@ -68,6 +70,9 @@ class SignalLoop:
     def _lagging(self, topic: str, partition: int) -> bool:
         # False when not assigned here: its owner's filter holds its own watermark.
         return self.probe.lagging((topic, partition))
+
+    def _backlog(self, topic: str, partition: int) -> int:
+        return self.probe.backlog((topic, partition))
 
     # -- the loop ---------------------------------------------------------------------------
     async def run(self) -> None:

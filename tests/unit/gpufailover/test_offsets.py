@@ -65,6 +65,7 @@ async def test_probe_reports_lag_and_what_is_read_to_its_end() -> None:
     assert not probe.lagging(("a", 1))
     assert probe.lagging(("b", 0))  # not fetched yet: it may hold records
     assert not probe.lagging(("c", 0))  # not assigned here
+    assert [probe.backlog(k) for k in (("a", 0), ("a", 1), ("b", 0), ("c", 0))] == [4, 0, 0, 0]
 
 
 async def test_probe_drops_partitions_revoked_while_asked_and_forgotten_ones() -> None:

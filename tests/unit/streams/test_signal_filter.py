@@ -16,6 +16,7 @@ from streams.glue import NodeGlue, Out
 from streams.policy import load_policy
 from streams.signal_filter import (
     DISORDER_MS,
+    DRAINING_RECORDS,
     IDLE_EVERY_MS,
     PACK_MAX,
     WATERMARK_EVERY_MS,
@@ -204,16 +205,15 @@ def test_a_requested_time_is_waited_for_and_other_partitions_keep_the_cadence() 
 
 
 def test_no_early_watermark_while_a_backlog_drains() -> None:
-    lagging: set[tuple[str, int]] = {(NAMES.gpu_health, 0)}
-    f = SignalFilter(POLICY, NAMES, 5_000, lambda t, p: (t, p) in lagging)
+    backlog = {(NAMES.gpu_health, 0): DRAINING_RECORDS + 1}
+    f = SignalFilter(POLICY, NAMES, 5_000, backlog=lambda t, p: backlog.get((t, p), 0))
     f.reduce([rec(NAMES.gpu_health, health("n1", "ok", T0))], wall_ms=0)
     assert signals(f.watermarks(wall_ms=1_000)) == [{"watermark": T0}]
     term = {"job_id": "j1", "attempt": 0, "node": "n1", "terminated_ts_ms": T0}
-    f.reduce(
-        [rec(NAMES.term_by_node, term), rec(NAMES.gpu_health, health("n1", "ok", T0 + 1))], 1_001
-    )
-    assert f.watermarks(wall_ms=1_001 + DISORDER_MS) == []  # behind: the cadence decides
-    lagging.clear()
+    later = rec(NAMES.gpu_health, health("n1", "ok", T0 + 1))
+    f.reduce([rec(NAMES.term_by_node, term), later], 1_001)
+    assert f.watermarks(wall_ms=1_001 + DISORDER_MS) == []  # draining: the cadence decides
+    backlog.clear()
     assert signals(f.watermarks(wall_ms=1_001 + DISORDER_MS)) == [{"watermark": T0 + 1}]
 
 
