@@ -1,4 +1,4 @@
-"""The replay benchmark script still runs (tiny size) and its generator is deterministic."""
+"""The benchmark scripts still run (tiny sizes) and the replay generator is deterministic."""
 
 from __future__ import annotations
 
@@ -27,3 +27,18 @@ def test_bench_runs_and_reports_rates(capsys: pytest.CaptureFixture[str]) -> Non
     assert "full replay:" in out
     assert "ratio replay/orjson:" in out
     assert "decisions: 3 " in out
+
+
+def test_filter_bench_compares_against_another_filter_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpufailover.bench import bench_filter
+
+    same = tmp_path / "same.py"
+    same.write_text(Path(bench_filter.current.__file__).read_text())
+    argv = ["--mix", "flood", "--records", "1200", "--repeat", "1", "--against", str(same)]
+    assert bench_filter.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "flood this tree:" in out and f"this tree / {same}:" in out
+    with pytest.raises(SystemExit):
+        bench_filter.main(["--against", str(tmp_path / "missing.py")])
