@@ -44,7 +44,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from gpufailover.bench import SCENARIOS, bench_replay
+from gpufailover.bench import SCENARIOS, bench_replay, hops
 from gpufailover.bench.fleet import Fleet
 from gpufailover.bench.harness import (
     APP_ID,
@@ -772,6 +772,24 @@ async def scenario_latency(ctx: Context) -> None:
         note="committed offsets, sampled 2/s",
     )
     ctx.row(sc, "classifier RSS", rss, "MB")
+    hardware = [job for job, (kind, _) in prober.sent.items() if kind == "hardware"]
+    await hop_rows(ctx, sc, names, hardware)
+
+
+async def hop_rows(ctx: Context, sc: str, names: TopicNames, jobs: list[str]) -> None:
+    """Where the hardware probes' time went, stage by stage (`gpufailover/bench/hops.py`)."""
+    topics = (
+        names.jobs_events,
+        names.term_by_node,
+        names.node_signals,
+        names.node_evidence,
+        names.failover_decisions,
+    )
+    env = ctx.env
+    records = [r for t in topics for r in await hops.read_topic(env.bootstrap, t, env.partitions)]
+    for name, p50, p90, p99, n in hops.summary(hops.stages(records, names, jobs)):
+        note = f"p90 {p90:.0f}, p99 {p99:.0f} ms, {n} probes (CreateTime)"
+        ctx.row(sc, f"hop: {name}", p50, "ms", note=note)
 
 
 # -- flood -----------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ async def test_quick_benchmark_runs_every_scenario_and_reports_every_number(
     for metric in ("hardware decision p50", "hardware decision p99", "background load"):
         _number(rows, "latency", metric)
     assert _value(rows, "latency", "non-hardware minus grace p99") is not None
+    _number(rows, "latency", "hop: total: termination -> decision")
+    _number(rows, "latency", "hop: event time passes T on every node's partition")
 
     # flood: caught up, probes decided, memory measured
     assert _value(rows, "flood", "probe decisions") == "all"
