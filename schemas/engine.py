@@ -44,9 +44,16 @@ class NodeTermination:
         return d
 
     @staticmethod
-    def from_dict(d: dict[str, Any]) -> NodeTermination:
+    def from_dict(value: Any) -> NodeTermination:
+        """Checked: the signal filter keeps its times in a heap and does arithmetic on them,
+        so a malformed record must fail here (SchemaError), not later in the loop."""
+        d = f.as_object(value)
         return NodeTermination(
-            d["job_id"], d["attempt"], d["node"], d["terminated_ts_ms"], d.get("until_ms")
+            f.req_id(d, "job_id"),
+            f.req_int(d, "attempt", minimum=0),
+            f.req_id(d, "node"),
+            f.req_ts(d, "terminated_ts_ms"),
+            f.opt_int(d, "until_ms"),
         )
 
 

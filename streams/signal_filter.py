@@ -335,9 +335,6 @@ class SignalFilter:
             return None
         return min(settled, effective)
 
-    def _behind(self, partition: int) -> bool:
-        return any(self.clock.lagging(source, partition) for source in self.sources)
-
     def _draining(self, partition: int) -> bool:
         return any(self.backlog(s, partition) > DRAINING_RECORDS for s in self.sources)
 
@@ -351,7 +348,7 @@ class SignalFilter:
                 continue
             if wall_ms - self.sent_idle_wall.get(partition, 0) < IDLE_EVERY_MS:
                 continue
-            if self._behind(partition):
+            if any(self.clock.lagging(source, partition) for source in self.sources):
                 continue
             self.sent_idle_wall[partition] = wall_ms
             body = orjson.dumps(IdleMarker(idle).to_dict())

@@ -10,18 +10,15 @@ Pure once the records are read (`stages`); `read_topic` reads a whole topic.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from consumers.runtime.oneshot import read_to_end
 from gpufailover.bench.harness import percentile
-from gpufailover.offsets import behind
 from schemas.topics import TopicNames
-
-READ_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,35 +108,16 @@ def summary(by_stage: dict[str, list[int]]) -> list[tuple[str, float, float, flo
     ]
 
 
-async def read_topic(bootstrap: str, topic: str, partitions: int) -> list[Rec]:
-    """Every record of `topic` (partitions 0..partitions-1) up to its end offsets whose value
-    is a JSON object."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        out: list[Rec] = []
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        while await behind(consumer, ends):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: not read to its end in {READ_TIMEOUT_S:.0f} s")
-            batch = await consumer.getmany(*tps, timeout_ms=1_000)
-            for tp, messages in batch.items():
-                for m in messages:
-                    if m.offset >= ends[tp]:
-                        continue
-                    key = m.key.decode() if m.key is not None else None
-                    try:
-                        value = orjson.loads(m.value) if m.value else None
-                    except orjson.JSONDecodeError:
-                        value = None
-                    if isinstance(value, dict):
-                        out.append(Rec(topic, tp.partition, m.offset, key, value, m.timestamp))
-        return out
-    finally:
-        await consumer.stop()
+async def read_topic(bootstrap: str, topic: str) -> list[Rec]:
+    """Every record of `topic` read to its end now (`read_to_end`, as the operator commands
+    read) whose value is a JSON object."""
+    out: list[Rec] = []
+    for r in await read_to_end(bootstrap, topic):
+        try:
+            value = orjson.loads(r.value) if r.value else None
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            key = None if r.key is None else r.key.decode(errors="replace")
+            out.append(Rec(r.topic, r.partition, r.offset, key, value, r.timestamp_ms))
+    return out

@@ -785,8 +785,7 @@ async def hop_rows(ctx: Context, sc: str, names: TopicNames, jobs: list[str]) ->
         names.node_evidence,
         names.failover_decisions,
     )
-    env = ctx.env
-    records = [r for t in topics for r in await hops.read_topic(env.bootstrap, t, env.partitions)]
+    records = [r for t in topics for r in await hops.read_topic(ctx.env.bootstrap, t)]
     for name, p50, p90, p99, n in hops.summary(hops.stages(records, names, jobs)):
         note = f"p90 {p90:.0f}, p99 {p99:.0f} ms, {n} probes (CreateTime)"
         ctx.row(sc, f"hop: {name}", p50, "ms", note=note)

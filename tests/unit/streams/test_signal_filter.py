@@ -110,11 +110,14 @@ def test_folded_batches_leave_the_node_state_a_record_at_a_time_leaves() -> None
 
 def test_malformed_inputs_go_to_their_dead_letter_topic_with_coordinates() -> None:
     f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000)
+    bad_term = {"job_id": "j1", "attempt": 0, "node": "n1", "terminated_ts_ms": str(T0)}
     out = f.reduce(
         [
             InputRecord(NAMES.gpu_health, 2, 41, b"n1", b'{"node": "n1"}'),
             InputRecord(NAMES.gpu_xid, 2, 42, b"n1", b"not json"),
             InputRecord(NAMES.term_by_node, 2, 43, b"n1", b"[]"),  # internal: no DLQ
+            # A time that is not an integer: refused at decoding, never in the wake-up heap.
+            InputRecord(NAMES.term_by_node, 2, 44, b"n1", orjson.dumps(bad_term)),
         ],
         wall_ms=0,
     )
@@ -123,7 +126,8 @@ def test_malformed_inputs_go_to_their_dead_letter_topic_with_coordinates() -> No
         (NAMES.dlq(NAMES.gpu_health), 41, 2),
         (NAMES.dlq(NAMES.gpu_xid), 42, 2),
     ]
-    assert f.forgotten == {NAMES.term_by_node: 1}
+    assert f.forgotten == {NAMES.term_by_node: 2}
+    assert f.wake_ms == {}
     assert f.watermarks(wall_ms=10_000) == []  # bad records do not move time
 
 
