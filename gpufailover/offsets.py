@@ -140,6 +140,15 @@ class AgentProgress:
             return True  # not fetched yet: it may hold older records
         return bool(highwater > self._position(consumer, tp))
 
+    def behind(self, topic: str, partition: int, offset: int) -> int:
+        """Records of the input partition after `offset` not read yet, as of its last fetch
+        (0 when not assigned here or not fetched yet)."""
+        try:
+            highwater = self._consumer().highwater(self._tp(topic, partition))
+        except (KeyError, AssertionError, AttributeError):
+            return 0
+        return 0 if highwater is None else max(0, int(highwater) - offset - 1)
+
     def lags(self) -> list[tuple[str, int, int]]:
         """(topic, partition, high water - next offset) of each assigned input partition that
         was fetched."""

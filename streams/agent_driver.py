@@ -102,6 +102,9 @@ class AgentDriver:
     # Sends what the tables' writers queued at `flush` (`streams.changelog`); None: the
     # tables write themselves.
     send_changelog: Callable[[], Awaitable[list[Awaitable[Any]]]] | None = None
+    # Caps commits of a node-signals partition at its first record with held evidence
+    # (None: nothing held; `streams.deferred`).
+    cap: Callable[[int, int | None], None] = lambda partition, offset: None
     dlqs: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -126,6 +129,13 @@ class AgentDriver:
                 results = self._results(msg)
                 delivered += [await self.outputs.send(out) for out in results]
                 handled.append((msg, results))
+            glue = self.glue
+            if isinstance(glue, NodeGlue):
+                for partition in glue.holding():
+                    for state in self.tables:
+                        state.mark(PartitionMark(partition))
+                    drained = glue.drain(partition)
+                    delivered += [await self.outputs.send(out) for out in drained]
             if delivered:
                 await asyncio.gather(*delivered)
             for state in self.tables:
@@ -133,6 +143,9 @@ class AgentDriver:
             if self.send_changelog is not None:
                 # Not awaited: faust's commit flushes the client before it commits inputs.
                 await self.send_changelog()
+            if isinstance(glue, NodeGlue):
+                for partition, offset in glue.caps():  # after the state it covers is written
+                    self.cap(partition, offset)
         except BaseException:
             # The whole batch: its state is not written (or, if the changelog failed, only
             # partly: a restart processes the batch again, which the engine absorbs).
@@ -190,6 +203,18 @@ class AgentDriver:
         if isinstance(glue, NodeGlue) and msg.partition in glue.sides:
             metrics.watermark_at(msg.partition, glue.sides[msg.partition].clock.watermark)
         metrics.record(self.label(msg.topic), self.agent)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMark:
+    """What `WriteBack.mark` is given for held evidence applied after a batch: its writes go
+    to the changelog partition of the node-signals partition it was read from."""
+
+    partition: int
+
+    @property
+    def message(self) -> PartitionMark:
+        return self
 
 
 def error_kind(dlq_value: bytes) -> str:

@@ -113,6 +113,8 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         CodecTable(node_tables[0], NodeState.from_dict, NodeState.to_dict),
         CodecTable(node_tables[1], PartitionClock.from_dict, PartitionClock.to_dict),
         bounds,
+        behind=lambda partition, offset: progress.behind(names.node_signals, partition, offset),
+        busy=signal_loop.draining,
     )
     job_glue = JobGlue(
         policy,
@@ -129,8 +131,11 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
     def hold(tp: Any, offset: int) -> None:
         watch_of(app.consumer).hold(tp, offset)
 
+    def cap(partition: int, offset: int | None) -> None:
+        watch_of(app.consumer).cap(TP(names.node_signals, partition), offset)
+
     node_driver = AgentDriver(
-        "node", node_glue, node_tables, node_inputs, *shared, hold, changelog.send
+        "node", node_glue, node_tables, node_inputs, *shared, hold, changelog.send, cap
     )
     job_driver = AgentDriver("job", job_glue, job_tables, job_inputs, *shared, hold, changelog.send)
 

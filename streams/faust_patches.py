@@ -54,6 +54,7 @@ _originals: dict[tuple[type, str], Any] = {}
 class _Partition:
     fetched: list[int] = field(default_factory=list)  # heap: fetched, not yet passed
     hole: int | None = None  # lowest offset lost since the last seek
+    cap: int | None = None  # first offset with evidence held in memory (`streams.deferred`)
 
 
 class OffsetWatch:
@@ -106,12 +107,25 @@ class OffsetWatch:
             part.fetched = [o for o in part.fetched if o >= position]
             heapq.heapify(part.fetched)
 
-    def commit_limit(self, tp: Any, offset: int | None) -> int | None:
-        """The offset to commit instead of `offset`: never past a lost record."""
+    def cap(self, tp: Any, offset: int | None) -> None:
+        """Commits of `tp` stay at `offset` (None: no cap): the node agent holds evidence of
+        the records from there on in memory (`streams.deferred`)."""
+        self._parts.setdefault(tp, _Partition()).cap = offset
+
+    def capped(self, tp: Any) -> bool:
         part = self._parts.get(tp)
-        if offset is None or part is None or part.hole is None:
+        return part is not None and part.cap is not None and part.hole is None
+
+    def commit_limit(self, tp: Any, offset: int | None) -> int | None:
+        """The offset to commit instead of `offset`: never past a lost record, nor past
+        held evidence."""
+        part = self._parts.get(tp)
+        if offset is None or part is None:
             return offset
-        return min(offset, part.hole)
+        for limit in (part.hole, part.cap):
+            if limit is not None:
+                offset = min(offset, limit)
+        return offset
 
     def holes(self) -> dict[Any, int]:
         return {tp: p.hole for tp, p in self._parts.items() if p.hole is not None}
@@ -151,7 +165,16 @@ def _patch_new_offset(
                     _first_offsets(lost),
                     lost[0],
                 )
-        return watch.commit_limit(tp, original(self, tp))
+        offset = original(self, tp)
+        limit = watch.commit_limit(tp, offset)
+        if offset is not None and limit is not None and limit < offset and watch.capped(tp):
+            # faust has dropped the acks it counted (`acked[:n] = []`) and, once the commit
+            # is at the cap, returns None while its acks start above it: keep the ones past
+            # the cap, so commits move on when it is lifted.
+            kept = range(max(limit, faust_committed(self, tp) or 0), offset)
+            self._acked[tp][:0] = kept
+            self._acked_index[tp].update(kept)
+        return limit
 
     return new_offset
 

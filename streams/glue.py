@@ -22,6 +22,7 @@ from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
 from schemas.topics import TopicNames
 from streams.clock import PersistedClocks, now_ms
+from streams.deferred import DEFER_BEHIND, DRAIN_BEHIND, DRAIN_CAUGHT_UP, HeldEvidence, HeldItem
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import Policy
 
@@ -92,8 +93,19 @@ class NodeGlue:
         clocks: MutableMapping[str, PartitionClock],
         bounds: EventTimeBounds | None = None,
         clock: Callable[[], int] = now_ms,
+        behind: Callable[[int, int], int] = lambda partition, offset: 0,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.policy = policy
+        # Records of node-signals `partition` after `offset` not read yet: while more than
+        # DEFER_BEHIND, evidence of nodes no termination waits on is held (`streams.deferred`).
+        self.behind = behind
+        # Held evidence waits while the worker drains a backlog elsewhere (the signal filter's
+        # inputs): the decisions in that backlog come first.
+        self.busy = busy
+        self.held: dict[int, HeldEvidence] = {}
+        self.capped: set[int] = set()  # partitions whose commit cap was set (`caps`)
+        self.last_offset: dict[int, int] = {}
         self.clock = clock  # the wall clock of the event-time bound
         # The future bound for releases on nodes.quarantine (schemas.event_time): a release
         # stamped far ahead would void every later window's evidence on the node. Old
@@ -131,14 +143,16 @@ class NodeGlue:
         try:
             data = loads(value or b"")
             if topic == names.node_signals:
-                outputs = self._signal(side, partition, data)
+                self.last_offset[partition] = offset
+                outputs = self._signal(side, partition, offset, data)
             elif topic == names.nodes_quarantine:
                 q = QuarantineRecord.from_dict(data)
                 if self.bounds is not None:
                     self.bounds.check("ts_ms", q.ts_ms, self.clock())
-                if q.state == "released":
-                    side.on_release(q.node, q.ts_ms)
                 outputs = []
+                if q.state == "released":
+                    outputs = self._apply_held(side, partition, q.node)
+                    side.on_release(q.node, q.ts_ms)
             else:
                 raise SchemaError("topic", f"node agent does not read {topic!r}")
         except (SchemaError, KeyError, TypeError, ValueError) as exc:
@@ -149,16 +163,28 @@ class NodeGlue:
         return self._encode(outputs, partition, side)
 
     def _signal(
-        self, side: NodeSide, partition: int, data: Any
+        self, side: NodeSide, partition: int, offset: int, data: Any
     ) -> list[NodeReport | QuarantineRequest]:
         if "signals" in data:
             out: list[NodeReport | QuarantineRequest] = []
+            held = self.held.get(partition)
+            behind = self.behind(partition, offset) > DEFER_BEHIND
             for item in data["signals"]:
                 try:
                     if "evidence" in item:
-                        out += side.on_evidence(Evidence.from_dict(item["evidence"]))
+                        raw = item["evidence"]
+                        node = raw["node"]
+                        if (held is not None and node in held) or (
+                            behind and not side.waits_on(node)
+                        ):
+                            if held is None:
+                                held = self.held[partition] = HeldEvidence()
+                            held.hold(node, offset, (raw, side.clock.watermark))
+                        else:
+                            out += side.on_evidence(Evidence.from_dict(raw))
                     else:
                         term = NodeTermination.from_dict(item["termination"])
+                        out += self._apply_held(side, partition, term.node)
                         latest = self.latest_termination.get(partition)
                         if latest is None or term.terminated_ts_ms > latest:
                             self.latest_termination[partition] = term.terminated_ts_ms
@@ -181,6 +207,61 @@ class NodeGlue:
             base = max((t for t in known if t is not None), default=None)
             return [] if base is None else side.advance(base + int(data["idle_ms"]))
         raise SchemaError("value", "expected signals, watermark or idle_ms")
+
+    # -- held evidence (`streams.deferred`) -------------------------------------------------
+    def _apply_held(
+        self, side: NodeSide, partition: int, node: str
+    ) -> list[NodeReport | QuarantineRequest]:
+        """`node`'s held evidence, applied before anything else of the node."""
+        held = self.held.get(partition)
+        if held is None or node not in held:
+            return []
+        return self._apply(side, partition, held.take(node))
+
+    def _apply(
+        self, side: NodeSide, partition: int, items: list[HeldItem]
+    ) -> list[NodeReport | QuarantineRequest]:
+        out: list[NodeReport | QuarantineRequest] = []
+        for raw, read_at in items:
+            try:
+                out += side.on_evidence(Evidence.from_dict(raw), read_at)
+            except (SchemaError, KeyError, TypeError, ValueError):
+                log.exception("node-signals p%d: bad held item %r skipped", partition, raw)
+        return out
+
+    def holding(self) -> list[int]:
+        """Partitions with held evidence."""
+        return [p for p, held in self.held.items() if held.count]
+
+    def drain(self, partition: int) -> list[Out]:
+        """Apply some of the partition's held evidence, oldest node first: more when the
+        partition is caught up (after each batch of the node agent)."""
+        held = self.held.get(partition)
+        if held is None:
+            return []
+        last = self.last_offset.get(partition)
+        behind = last is not None and self.behind(partition, last) > DEFER_BEHIND
+        behind = behind or self.busy()
+        side = self.side(partition)
+        outputs: list[NodeReport | QuarantineRequest] = []
+        for _, items in held.take_oldest(DRAIN_BEHIND if behind else DRAIN_CAUGHT_UP):
+            outputs += self._apply(side, partition, items)
+        return self._encode(outputs, partition, side)
+
+    def caps(self) -> list[tuple[int, int | None]]:
+        """(partition, first offset with held evidence or None) for each partition whose
+        commit cap may have changed: set after the batch's state is written."""
+        out: list[tuple[int, int | None]] = []
+        for partition in self.capped | set(self.held):
+            held = self.held.get(partition)
+            first = None if held is None else held.first_offset()
+            out.append((partition, first))
+            if first is None:
+                self.capped.discard(partition)
+                self.held.pop(partition, None)
+            else:
+                self.capped.add(partition)
+        return out
 
     def _encode(
         self, outputs: list[NodeReport | QuarantineRequest], partition: int, side: NodeSide
@@ -221,5 +302,8 @@ class NodeGlue:
         self.clocks.forget(partitions)
         for partition in partitions:
             self.sides.pop(partition, None)
+            # Held evidence is read again from the (capped) committed offset by the next owner.
+            self.held.pop(partition, None)
+            self.last_offset.pop(partition, None)
             self.filter_watermark.pop(partition, None)
             self.latest_termination.pop(partition, None)

@@ -24,7 +24,7 @@ from schemas.topics import DLQ_SUFFIX, TopicNames
 from streams.clock import now_ms
 from streams.metrics import ClassifierMetrics
 from streams.policy import Policy
-from streams.signal_filter import SignalFilter
+from streams.signal_filter import DRAINING_RECORDS, SignalFilter
 
 log = logging.getLogger("gpufailover.classifier")
 POLL_MS = 100
@@ -66,6 +66,10 @@ class SignalLoop:
     def lag(self) -> list[tuple[str, int, int]]:
         """(logical topic, partition, records not processed yet) per assigned input."""
         return [(self.names.logical(t), p, n) for t, p, n in self.probe.lags()]
+
+    def draining(self) -> bool:
+        """Is the filter draining a backlog on any input it reads (`DRAINING_RECORDS`)?"""
+        return any(n > DRAINING_RECORDS for _, _, n in self.probe.lags())
 
     def _lagging(self, topic: str, partition: int) -> bool:
         # False when not assigned here: its owner's filter holds its own watermark.

@@ -7,7 +7,9 @@ grace, and tells the job side when its window is closed on this partition's even
 
 from __future__ import annotations
 
+import enum
 import heapq
+from collections import Counter
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,13 @@ from streams.engine import liveness
 from streams.policy import Policy
 
 NodeOutput = NodeReport | QuarantineRequest
+
+
+class Now(enum.Enum):
+    NOW = "now"  # `NodeSide.on_evidence`: the watermark as it is
+
+
+NOW = Now.NOW
 MAX_RELEASES = 8  # release times kept per node
 REPERSIST_REPEATS_MS = 5_000  # a coalesced repeat is written back after this much event time
 
@@ -157,6 +166,12 @@ class NodeSide:
         self.nodes = nodes
         self.clock = clock
         self.evidence_of = SignalClassifier(policy)
+        # Nodes with a wake-up in the clock: every node with a pending termination is one.
+        self._waiting = Counter(c[1] for c in clock.closing)
+
+    def waits_on(self, node: str) -> bool:
+        """Does a termination on `node` still wait for evidence (a wake-up is pending)?"""
+        return node in self._waiting
 
     @property
     def unknown_xids(self) -> int:
@@ -168,7 +183,8 @@ class NodeSide:
         # Hot path (most records are `ok` health reports): no allocation for ignored records.
         item = self.evidence_of(rec)
         if item is not None:
-            out = self._heard(item) if item.cls == "liveness" else self._store(item)
+            wm = self.clock.watermark
+            out = self._heard(item, wm) if item.cls == "liveness" else self._store(item, wm)
             out.extend(self._follow(rec.ts_ms))
             return out
         wm = self.clock.watermark
@@ -176,10 +192,16 @@ class NodeSide:
             return []
         return self._follow(rec.ts_ms)
 
-    def on_evidence(self, item: Evidence) -> list[NodeOutput]:
+    def on_evidence(self, item: Evidence, read_at: int | Now | None = NOW) -> list[NodeOutput]:
         """Evidence already classified (and possibly folded) by the signal filter: stored as
-        `on_signal` stores it; time moves only on the filter's watermark records."""
-        return self._heard(item) if item.cls == "liveness" else self._store(item)
+        `on_signal` stores it; time moves only on the filter's watermark records.
+        `read_at`: the watermark when the item was read, for evidence applied later
+        (`streams.deferred`): what it prunes is measured from there, as if applied then."""
+        if read_at is NOW:
+            read_at = self.clock.watermark
+        if item.cls == "liveness":
+            return self._heard(item, read_at)
+        return self._store(item, read_at)
 
     def on_termination(self, msg: NodeTermination) -> list[NodeOutput]:
         """Answer a job's termination with this node's evidence in its window.
@@ -225,6 +247,7 @@ class NodeSide:
     def _wake_at(self, at_ms: int, node: str, job_id: str, attempt: int) -> None:
         """Report on (job, attempt) from `node` once the watermark passes `at_ms`."""
         heapq.heappush(self.clock.closing, (at_ms, node, job_id, attempt))
+        self._waiting[node] += 1
 
     def on_release(self, node: str, ts_ms: int | None = None) -> None:
         """The node left quarantine (operator or repair) at `ts_ms`: a new fault quarantines it
@@ -252,6 +275,9 @@ class NodeSide:
         grace = self.policy.grace_ms
         while clock.closing and clock.closing[0][0] < ts_ms:
             _, node, job_id, attempt = heapq.heappop(clock.closing)
+            self._waiting[node] -= 1
+            if not self._waiting[node]:
+                del self._waiting[node]
             state = self.nodes.get(node)
             ref = None if state is None else _pending_ref(state, job_id, attempt)
             if state is None or ref is None:
@@ -271,7 +297,7 @@ class NodeSide:
         return self.advance(max(c[0] for c in self.clock.closing) + 1)
 
     # -- internals ------------------------------------------------------------------------
-    def _heard(self, item: Evidence) -> list[NodeOutput]:
+    def _heard(self, item: Evidence, read_at: int | None) -> list[NodeOutput]:
         """A heartbeat (or a fold of them) from the node's agent: it was alive then. Any other
         liveness condition (`nvml_hung`) is also stored as evidence."""
         assert item.node is not None
@@ -279,15 +305,15 @@ class NodeSide:
         last = item.ts_ms if item.last_ts_ms is None else item.last_ts_ms
         silent_after = self.policy.silent_after_ms
         changed = liveness.heard(state.alive, item.ts_ms, last, silent_after)
-        if self.clock.watermark is not None:
-            horizon = min(self.clock.watermark, item.ts_ms) - self.policy.retention_ms
+        if read_at is not None:
+            horizon = min(read_at, item.ts_ms) - self.policy.retention_ms
             changed = liveness.prune(state.alive, horizon) or changed
         if item.code == "heartbeat":
             if changed:
                 self._put(item.node, state)
             return []
         self.nodes[item.node] = state  # _store reads it back
-        return self._store(item)
+        return self._store(item, read_at)
 
     def _silence(
         self, node: str, state: NodeState | None, terminated_ts_ms: int, watermark: int | None
@@ -303,16 +329,16 @@ class NodeSide:
             Evidence(node, None, "health", "agent_silent", since, "liveness", 1, terminated_ts_ms),
         )
 
-    def _store(self, item: Evidence) -> list[NodeOutput]:
+    def _store(self, item: Evidence, read_at: int | None) -> list[NodeOutput]:
         p = self.policy
         assert item.node is not None
         state = self.nodes.get(item.node) or NodeState()
         kept = len(state.evidence) + len(state.releases)
-        if self.clock.watermark is not None:
+        if read_at is not None:
             # Relative to this signal's own time too: when the watermark runs far ahead of the
             # job side (a backfill, a lagging job agent), a termination still on its way would
             # otherwise find the node's earlier evidence pruned by a later, unrelated signal.
-            horizon = min(self.clock.watermark, item.ts_ms) - p.retention_ms
+            horizon = min(read_at, item.ts_ms) - p.retention_ms
             ev.prune(state.evidence, horizon)
             if state.releases and state.releases[0] < horizon:
                 state.releases = [r for r in state.releases if r >= horizon]

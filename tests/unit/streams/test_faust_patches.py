@@ -385,3 +385,18 @@ def test_apply_installs_exactly_the_set_asked_for() -> None:
         assert Recovery.on_recovery_completed.__wrapped__ is original  # type: ignore[attr-defined]
     finally:
         faust_patches.apply("all")
+
+
+def test_a_cap_holds_commits_and_keeps_the_acks_past_it_for_when_it_is_lifted() -> None:
+    consumer = _consumer(committed=10)
+    watch_of(consumer).cap(INPUT, 12)  # the node agent holds evidence read at offset 12
+    for offset in (10, 11, 12, 13, 14):
+        _ack(consumer, offset)
+    assert Consumer._new_offset(consumer, INPUT) == 12
+    consumer._committed_offset[INPUT] = 12  # faust committed it
+    _ack(consumer, 15)
+    assert Consumer._new_offset(consumer, INPUT) == 12  # still held
+    consumer._committed_offset[INPUT] = 12
+    watch_of(consumer).cap(INPUT, None)  # applied: nothing held any more
+    _ack(consumer, 16)
+    assert Consumer._new_offset(consumer, INPUT) == 17
