@@ -881,6 +881,12 @@ async def scenario_flood(ctx: Context) -> None:
         ok=complete,
         note=str(prober.verdicts()),
     )
+    during = [
+        job
+        for job, (kind, t0) in prober.sent.items()
+        if kind == "hardware" and start <= t0 <= until
+    ]
+    await hop_rows(ctx, sc, names, during)
     await changelog_rows(ctx, sc, names, sum(caught.end[t] for t in inputs) if caught else 0)
     ctx.row(sc, "RSS before flood", rss_before, "MB")
     ctx.row(

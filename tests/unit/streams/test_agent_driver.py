@@ -12,13 +12,17 @@ import pytest
 from aiokafka.errors import KafkaTimeoutError
 
 from gpufailover.offsets import AgentProgress
+from schemas.decisions import Evidence
 from schemas.topics import TopicNames
 from streams.agent_driver import AgentDriver, Outputs, TopicLabels
 from streams.changelog import Changelog
+from streams.deferred import DEFER_BEHIND
+from streams.engine.node_side import NodeState, PartitionClock
 from streams.faust_patches import OffsetWatch
-from streams.glue import Out
+from streams.glue import NodeGlue, Out
 from streams.metrics import ClassifierMetrics
-from streams.tables import WriteBack
+from streams.policy import load_policy
+from streams.tables import CodecTable, WriteBack
 
 NAMES = TopicNames("")
 SOURCE = NAMES.jobs_events
@@ -238,3 +242,72 @@ async def test_changelog_writes_the_store_and_sends_each_key_on_its_records_part
     assert sorted(producer.sent, key=str) == sorted(
         [(topic, b'"n1"', b'{"a":[1,2]}', 3), (topic, b'"old"', None, 3)], key=str
     )
+
+
+class Acked:
+    """A faust topic whose every send is acknowledged at once."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes | None, bytes]] = []
+
+    async def send(self, key: bytes | None, value: bytes, partition: int | None) -> Any:
+        self.sent.append((key, value))
+        ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ack.set_result(None)
+        return ack
+
+
+async def test_the_node_agent_applies_held_evidence_after_a_batch_and_caps_its_commits() -> None:
+    policy = load_policy()
+    nodes: dict[str, Any] = {}
+    writes: list[tuple[str, int]] = []  # (node key, changelog partition) as written back
+    order: list[str] = []
+
+    def write(key: str, value: Any, record: Any) -> None:
+        nodes[key] = value
+        writes.append((key, record.message.partition))
+        order.append(f"write {key}")
+
+    states: WriteBack[Any] = WriteBack({}, write=write)
+    clocks: WriteBack[Any] = WriteBack({})
+    behind = {"n": DEFER_BEHIND + 1}
+    glue = NodeGlue(
+        policy,
+        NAMES,
+        CodecTable(states, NodeState.from_dict, NodeState.to_dict),
+        CodecTable(clocks, PartitionClock.from_dict, PartitionClock.to_dict),
+        behind=lambda partition, offset: behind["n"],
+    )
+    sink = Acked()
+    caps: list[tuple[int, int | None]] = []
+
+    def cap(partition: int, offset: int | None) -> None:
+        caps.append((partition, offset))
+        order.append(f"cap {partition} {offset}")
+
+    metrics = ClassifierMetrics()
+    label = TopicLabels(NAMES)
+    d = AgentDriver(
+        "node",
+        glue,
+        [states, clocks],
+        (NAMES.node_signals,),
+        Outputs(lambda real: sink, (), metrics, label),
+        AgentProgress(lambda: None, (NAMES.node_signals,), lambda t, p: (t, p)),
+        metrics,
+        NAMES,
+        label,
+        cap=cap,
+    )
+    item = Evidence("n1", 0, "xid", 79, 1_700_000_000_000, "hardware").to_dict()
+    value = orjson.dumps({"signals": [{"evidence": item}]})
+    # Read while behind: held, and the commit capped at its record.
+    glue.handle(NAMES.node_signals, 3, 8, None, value)
+    assert glue.caps() == [(3, 8)]
+    behind["n"] = 0
+    watermark = orjson.dumps({"watermark": 1_700_000_000_001})
+    await d.handle([Event(Msg(NAMES.node_signals, 3, 9, None, watermark))])
+    assert "n1" in nodes and ("n1", 3) in writes  # written to partition 3's changelog
+    assert caps == [(3, None)]
+    assert order.index("write n1") < order.index("cap 3 None")  # lifted once it is written
+    assert any(orjson.loads(v).get("node") == "n1" for _, v in sink.sent)  # its quarantine
