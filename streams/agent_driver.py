@@ -23,6 +23,7 @@ from aiokafka.errors import KafkaError
 
 from gpufailover.offsets import AgentProgress
 from schemas.topics import TopicNames
+from streams.deferred import DRAIN_BUDGET_S
 from streams.glue import NodeGlue, Out, dead_letter
 from streams.job_glue import JobGlue
 from streams.metrics import ClassifierMetrics
@@ -106,6 +107,7 @@ class AgentDriver:
     # (None: nothing held; `streams.deferred`).
     cap: Callable[[int, int | None], None] = lambda partition, offset: None
     dlqs: frozenset[str] = field(init=False)
+    _lock: asyncio.Lock = field(init=False, default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         names = self.names
@@ -115,9 +117,19 @@ class AgentDriver:
         async for events in stream.take_events(BATCH_MAX, BATCH_WITHIN_S):
             await self.handle(events)
 
+    async def drain_held(self) -> None:
+        """A turn of held evidence (`streams.deferred`) between batches: the node agent's
+        batches may be far apart when its inputs are quiet."""
+        if isinstance(self.glue, NodeGlue) and self.glue.holding() and not self._lock.locked():
+            await self.handle(())
+
     async def handle(self, batch: Sequence[Any]) -> None:
         """`batch`: faust events (`.message` the record); each record's table writes are
         written back as its own (`WriteBack.mark`)."""
+        async with self._lock:  # a batch and a turn of held evidence share the tables
+            await self._handle(batch)
+
+    async def _handle(self, batch: Sequence[Any]) -> None:
         delivered: list[Awaitable[Any]] = []
         handled: list[tuple[Any, list[Out]]] = []
         try:
@@ -131,10 +143,11 @@ class AgentDriver:
                 handled.append((msg, results))
             glue = self.glue
             if isinstance(glue, NodeGlue):
-                for partition in glue.holding():
+                holding = glue.holding()
+                for partition in holding:
                     for state in self.tables:
                         state.mark(PartitionMark(partition))
-                    drained = glue.drain(partition)
+                    drained = glue.drain(partition, DRAIN_BUDGET_S / len(holding))
                     delivered += [await self.outputs.send(out) for out in drained]
             if delivered:
                 await asyncio.gather(*delivered)

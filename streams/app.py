@@ -31,6 +31,7 @@ from schemas.topics import TopicNames
 from streams.agent_driver import AgentDriver, Outputs, TopicLabels
 from streams.changelog import Changelog
 from streams.config import ClassifierSettings
+from streams.deferred import DRAIN_EVERY_S
 from streams.engine.job_side import JobState
 from streams.engine.node_side import NodeState, PartitionClock
 from streams.engine.progress import Progress, ProgressClock
@@ -157,6 +158,14 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
     @app.agent(topic(*job_inputs), name="job-terminations", concurrency=1)
     async def job_agent(stream: Any) -> None:
         await job_driver.run(stream)
+
+    @app.timer(DRAIN_EVERY_S, name="held-evidence")  # type: ignore[untyped-decorator]
+    async def held_evidence() -> None:
+        try:
+            await node_driver.drain_held()
+        except Exception as exc:
+            log.exception("applying held evidence failed: stopping the worker")
+            await app.crash(exc)
 
     @app.timer(settings.tick_interval_s, name="clock-ticks")  # type: ignore[untyped-decorator]
     async def ticker() -> None:

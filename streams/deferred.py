@@ -5,8 +5,8 @@ Applying an evidence item costs the node agent a state read, a state write and a
 record; a wave over 100,000 nodes is 100,000 of each, and a termination read after it waited
 for all of them. While a partition of `failover.node-signals` is more than DEFER_BEHIND
 records behind its end, the node agent holds the evidence of nodes no termination waits on
-here, per node and in arrival order, and applies it later (oldest node first, a bounded
-amount after each batch). It never changes a decision: a node's held evidence is applied
+here, per node and in arrival order, and applies it later (oldest node first, in short
+turns). It never changes a decision: a node's held evidence is applied
 before anything else of that node (a termination, a release) and a node a termination waits
 on is never held, so every node's state sees its own records in their order (each item's
 pruning measured from the watermark it was read at), and the watermark only reports windows
@@ -23,8 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFER_BEHIND = 20  # records of the partition not read yet: the node agent is behind
-DRAIN_CAUGHT_UP = 1_000  # items applied after a batch when the partition is caught up
-DRAIN_BEHIND = 50  # ... and when it is behind (held evidence is never stuck)
+# Held evidence is applied in turns of at most DRAIN_BUDGET_S (after each batch of the node
+# agent, and every DRAIN_EVERY_S while any is held), DRAIN_CHUNK items at a time; one node a
+# turn while the partition or the signal filter drains a backlog. A turn blocks the worker's
+# event loop: a longer one delays every decision behind it by as much.
+DRAIN_BUDGET_S = 0.02
+DRAIN_EVERY_S = 0.01
+DRAIN_CHUNK = 50
 
 
 HeldItem = tuple[dict[str, Any], int | None]

@@ -7,6 +7,7 @@ the records to send, so the agents in `streams.app` stay a few lines each.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from schemas.event_time import EventTimeBounds
 from schemas.quarantine import QuarantineRecord
 from schemas.topics import TopicNames
 from streams.clock import PersistedClocks, now_ms
-from streams.deferred import DEFER_BEHIND, DRAIN_BEHIND, DRAIN_CAUGHT_UP, HeldEvidence, HeldItem
+from streams.deferred import DEFER_BEHIND, DRAIN_CHUNK, HeldEvidence, HeldItem
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
 from streams.policy import Policy
 
@@ -233,9 +234,9 @@ class NodeGlue:
         """Partitions with held evidence."""
         return [p for p, held in self.held.items() if held.count]
 
-    def drain(self, partition: int) -> list[Out]:
-        """Apply some of the partition's held evidence, oldest node first: more when the
-        partition is caught up (after each batch of the node agent)."""
+    def drain(self, partition: int, budget_s: float) -> list[Out]:
+        """Apply the partition's held evidence, oldest node first, for about `budget_s` of
+        time; one node only while the partition or the worker is behind (never stuck)."""
         held = self.held.get(partition)
         if held is None:
             return []
@@ -244,8 +245,12 @@ class NodeGlue:
         behind = behind or self.busy()
         side = self.side(partition)
         outputs: list[NodeReport | QuarantineRequest] = []
-        for _, items in held.take_oldest(DRAIN_BEHIND if behind else DRAIN_CAUGHT_UP):
-            outputs += self._apply(side, partition, items)
+        until = time.monotonic() + budget_s
+        while held.count:
+            for _, items in held.take_oldest(1 if behind else DRAIN_CHUNK):
+                outputs += self._apply(side, partition, items)
+            if behind or time.monotonic() >= until:
+                break
         return self._encode(outputs, partition, side)
 
     def caps(self) -> list[tuple[int, int | None]]:

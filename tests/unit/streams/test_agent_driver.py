@@ -311,3 +311,34 @@ async def test_the_node_agent_applies_held_evidence_after_a_batch_and_caps_its_c
     assert caps == [(3, None)]
     assert order.index("write n1") < order.index("cap 3 None")  # lifted once it is written
     assert any(orjson.loads(v).get("node") == "n1" for _, v in sink.sent)  # its quarantine
+
+
+async def test_held_evidence_is_applied_between_batches_when_the_inputs_are_quiet() -> None:
+    policy = load_policy()
+    states: WriteBack[Any] = WriteBack({})
+    glue = NodeGlue(
+        policy,
+        NAMES,
+        CodecTable(states, NodeState.from_dict, NodeState.to_dict),
+        CodecTable(WriteBack({}), PartitionClock.from_dict, PartitionClock.to_dict),
+        behind=lambda partition, offset: DEFER_BEHIND + 1,
+    )
+    metrics = ClassifierMetrics()
+    label = TopicLabels(NAMES)
+    sink = Acked()
+    d = AgentDriver(
+        "node",
+        glue,
+        [states],
+        (NAMES.node_signals,),
+        Outputs(lambda real: sink, (), metrics, label),
+        AgentProgress(lambda: None, (NAMES.node_signals,), lambda t, p: (t, p)),
+        metrics,
+        NAMES,
+        label,
+    )
+    item = Evidence("n1", 0, "xid", 79, 1_700_000_000_000, "hardware").to_dict()
+    glue.handle(NAMES.node_signals, 0, 5, None, orjson.dumps({"signals": [{"evidence": item}]}))
+    assert glue.holding() == [0]
+    await d.drain_held()  # no batch came: the timer's turn applies it
+    assert glue.holding() == [] and [orjson.loads(v)["node"] for _, v in sink.sent] == ["n1"]

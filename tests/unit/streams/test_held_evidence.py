@@ -11,7 +11,7 @@ import pytest
 
 from schemas.decisions import Evidence
 from schemas.topics import TopicNames
-from streams.deferred import DEFER_BEHIND, HeldEvidence
+from streams.deferred import DEFER_BEHIND, DRAIN_CHUNK, HeldEvidence
 from streams.engine.node_side import NodeState, PartitionClock
 from streams.faust_patches import OffsetWatch
 from streams.glue import NodeGlue, Out
@@ -79,7 +79,7 @@ def test_evidence_is_held_while_behind_and_applied_before_the_nodes_termination(
     assert "n2" not in nodes  # not asked for: still held
     assert glue.caps() == [(0, 10)]  # n2's record
     behind.n = 0
-    (request,) = decoded(glue.drain(0))
+    (request,) = decoded(glue.drain(0, 0.0))
     assert request[0] == NAMES.quarantine_requests and request[1]["node"] == "n2"
     assert glue.holding() == [] and glue.caps() == [(0, None)]
     assert glue.caps() == []  # said once
@@ -148,10 +148,10 @@ def _run(records: list[tuple[int, bytes]], behind_at: list[int]) -> tuple[Any, A
         behind.n = n
         outs += glue.handle(SIGNALS, 0, offset, None, value)
         if n % 3 == 0:  # a batch ended: some held evidence is applied
-            outs += glue.drain(0)
+            outs += glue.drain(0, 0.0)
     behind.n = 0
     while glue.holding():
-        outs += glue.drain(0)
+        outs += glue.drain(0, 0.0)
     out = [(t == NAMES.node_evidence, orjson.dumps(v).decode()) for t, v in decoded(outs)]
     reports = sorted(v for report, v in out if report)
     requests = sorted(v for report, v in out if not report)
@@ -196,3 +196,19 @@ def test_held_evidence_prunes_from_the_watermark_it_was_read_at() -> None:
     in_order = _run(records, [0, 0, 0, 0, 0])
     assert '"code":79' in "".join(in_order[0][0])  # the late termination's answer has it
     assert _run(records, [0, 0, 500, 500, 0]) == in_order  # held from 2 to 4
+
+
+def test_a_turn_applies_a_chunk_when_caught_up_and_one_node_while_behind() -> None:
+    behind = Behind(DEFER_BEHIND + 1)
+    nodes: dict[str, NodeState] = {}
+    glue = NodeGlue(POLICY, NAMES, nodes, {}, behind=behind)
+    for i in range(4):  # 4 packs of 50 nodes
+        items = [evidence(f"n{i}-{j}", 13, T0, "software") for j in range(50)]
+        glue.handle(SIGNALS, 0, i, None, pack(*items))
+    glue.drain(0, 0.0)
+    assert len(nodes) == 1  # behind: one node a turn
+    behind.n = 0
+    glue.drain(0, 0.0)
+    assert len(nodes) == 1 + DRAIN_CHUNK  # caught up, no time left: one chunk
+    glue.drain(0, 60.0)
+    assert len(nodes) == 200 and glue.holding() == []
