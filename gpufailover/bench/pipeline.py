@@ -866,6 +866,11 @@ async def scenario_flood(ctx: Context) -> None:
             " (committed offsets)",
         )
         ctx.row(sc, "catch-up from flood start", caught.t - start, "s")
+        # The two halves: the signal filter's inputs read, then the node agent's held
+        # evidence applied (its node-signals commits wait for it: streams/deferred.py).
+        read = next((x.t for x in lag.samples if x.t > end and x.lag(inputs) <= caught_up_at), None)
+        if read is not None:
+            ctx.row(sc, "inputs read after flood end", read - end, "s", note="committed offsets")
         raw = input_topics(names)
         rate = (caught.done(raw) - _done_at(lag.samples, start, raw)) / (caught.t - start)
         ctx.row(sc, "classifier rate during flood", rate, "rec/s", note="committed offsets")
