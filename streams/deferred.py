@@ -74,6 +74,22 @@ class HeldEvidence:
         self.count -= len(held.items)
         return held.items
 
+    def first_offset_of(self, node: str) -> int | None:
+        held = self._by_node.get(node)
+        return None if held is None else held.first_offset
+
+    def put_back(self, node: str, offset: int, items: list[HeldItem]) -> None:
+        """Items taken for a record whose handling failed (its writes are rolled back): held
+        again, ahead of the node's newer ones. Rare: the arrival order is rebuilt."""
+        held = self._by_node.get(node)
+        if held is None:
+            self._by_node[node] = _Held(offset, list(items))
+        else:
+            held.items[:0] = items
+            held.first_offset = min(held.first_offset, offset)
+        self.count += len(items)
+        self._arrivals = deque(sorted((h.first_offset, n) for n, h in self._by_node.items()))
+
     def take_oldest(self, max_items: int) -> list[tuple[str, list[HeldItem]]]:
         """Whole nodes, first held first, until at least one and about `max_items` items."""
         out: list[tuple[str, list[HeldItem]]] = []

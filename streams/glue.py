@@ -106,6 +106,8 @@ class NodeGlue:
         self.busy = busy
         self.held: dict[int, HeldEvidence] = {}
         self.capped: set[int] = set()  # partitions whose commit cap was set (`caps`)
+        # Held items applied for the record being handled: (partition, node, offset, items).
+        self._taken: list[tuple[int, str, int, list[HeldItem]]] = []
         self.last_offset: dict[int, int] = {}
         self.clock = clock  # the wall clock of the event-time bound
         # The future bound for releases on nodes.quarantine (schemas.event_time): a release
@@ -136,6 +138,19 @@ class NodeGlue:
         return side
 
     def handle(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> list[Out]:
+        self._taken.clear()
+        try:
+            return self._handle(topic, partition, offset, key, value)
+        except BaseException:
+            # The driver rolls this record's writes back: what it applied of the held
+            # evidence must be held again, or it would be lost (`streams.deferred`).
+            for held_partition, node, first, items in self._taken:
+                self.held.setdefault(held_partition, HeldEvidence()).put_back(node, first, items)
+            raise
+
+    def _handle(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
     ) -> list[Out]:
         side = self.side(partition)
@@ -215,9 +230,12 @@ class NodeGlue:
     ) -> list[NodeReport | QuarantineRequest]:
         """`node`'s held evidence, applied before anything else of the node."""
         held = self.held.get(partition)
-        if held is None or node not in held:
+        first = None if held is None else held.first_offset_of(node)
+        if held is None or first is None:
             return []
-        return self._apply(side, partition, held.take(node))
+        items = held.take(node)
+        self._taken.append((partition, node, first, items))
+        return self._apply(side, partition, items)
 
     def _apply(
         self, side: NodeSide, partition: int, items: list[HeldItem]

@@ -212,3 +212,31 @@ def test_a_turn_applies_a_chunk_when_caught_up_and_one_node_while_behind() -> No
     assert len(nodes) == 1 + DRAIN_CHUNK  # caught up, no time left: one chunk
     glue.drain(0, 60.0)
     assert len(nodes) == 200 and glue.holding() == []
+
+
+def test_a_record_that_fails_after_applying_held_evidence_holds_it_again() -> None:
+    # The driver rolls back the failed record's writes; what it took of the held evidence
+    # must come back, ahead of the node's newer items, or nothing would ever apply it.
+    glue = NodeGlue(POLICY, NAMES, {}, {}, behind=Behind(DEFER_BEHIND + 1))
+    first, later = evidence("n1", 79, T0), evidence("n1", 13, T0 + 5, "software")
+    glue.handle(SIGNALS, 0, 3, None, pack(evidence("n0", 13, T0, "software")))
+    glue.handle(SIGNALS, 0, 4, None, pack(first))
+
+    class Boom(Exception):
+        pass
+
+    side = glue.side(0)
+    original = side.on_termination
+
+    def failing(msg: Any) -> Any:
+        raise Boom
+
+    side.on_termination = failing  # type: ignore[method-assign]
+    with pytest.raises(Boom):
+        glue.handle(SIGNALS, 0, 5, None, pack(termination("j1", "n1", T0)))
+    side.on_termination = original  # type: ignore[method-assign]
+    glue.handle(SIGNALS, 0, 6, None, pack(later))
+    assert glue.caps() == [(0, 3)]
+    held = glue.held[0]
+    assert held.first_offset_of("n1") == 4
+    assert [raw for raw, _ in held.take("n1")] == [first["evidence"], later["evidence"]]
