@@ -159,6 +159,7 @@ class AgentDriver:
             if isinstance(glue, NodeGlue):
                 for partition, offset in glue.caps():  # after the state it covers is written
                     self.cap(partition, offset)
+                    self.metrics.held_at(partition, glue.held_count(partition))
         except BaseException:
             # The whole batch: its state is not written (or, if the changelog failed, only
             # partly: a restart processes the batch again, which the engine absorbs).

@@ -195,6 +195,12 @@ class NodeGlue:
                         ):
                             if held is None:
                                 held = self.held[partition] = HeldEvidence()
+                                log.info(
+                                    "node-signals p%d is %d records behind: holding the "
+                                    "evidence of nodes no termination waits on, applied later",
+                                    partition,
+                                    self.behind(partition, offset),
+                                )
                             held.hold(node, offset, (raw, side.clock.watermark))
                         else:
                             out += side.on_evidence(Evidence.from_dict(raw))
@@ -248,6 +254,10 @@ class NodeGlue:
                 log.exception("node-signals p%d: bad held item %r skipped", partition, raw)
         return out
 
+    def held_count(self, partition: int) -> int:
+        held = self.held.get(partition)
+        return 0 if held is None else held.count
+
     def holding(self) -> list[int]:
         """Partitions with held evidence."""
         return [p for p, held in self.held.items() if held.count]
@@ -280,8 +290,9 @@ class NodeGlue:
             first = None if held is None else held.first_offset()
             out.append((partition, first))
             if first is None:
+                if self.held.pop(partition, None) is not None:
+                    log.info("node-signals p%d: held evidence all applied", partition)
                 self.capped.discard(partition)
-                self.held.pop(partition, None)
             else:
                 self.capped.add(partition)
         return out

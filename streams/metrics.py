@@ -111,6 +111,13 @@ class ClassifierMetrics:
             ["partition"],
             registry=r,
         )
+        self.held_evidence = Gauge(
+            f"{_P}_held_evidence",
+            "Evidence items the node agent holds while a node-signals partition is behind "
+            "(applied later; streams/deferred.py)",
+            ["partition"],
+            registry=r,
+        )
         self.last_progress = Gauge(
             f"{_P}_last_progress_timestamp_seconds",
             "Unix time each agent last handled a record: liveness tied to progress",
@@ -164,6 +171,9 @@ class ClassifierMetrics:
     def watermark_at(self, partition: int, watermark_ms: int | None) -> None:
         if watermark_ms is not None:
             self.watermark.labels(partition=str(partition)).set(watermark_ms / 1000)
+
+    def held_at(self, partition: int, items: int) -> None:
+        self._child(self.held_evidence, str(partition)).set(items)
 
     def lag_from(self, source: LagSource) -> None:
         """Report consumer lag from `source`, called at every scrape."""

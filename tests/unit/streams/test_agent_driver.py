@@ -342,3 +342,36 @@ async def test_held_evidence_is_applied_between_batches_when_the_inputs_are_quie
     assert glue.holding() == [0]
     await d.drain_held()  # no batch came: the timer's turn applies it
     assert glue.holding() == [] and [orjson.loads(v)["node"] for _, v in sink.sent] == ["n1"]
+
+
+async def test_the_held_evidence_gauge_counts_what_a_partition_still_holds() -> None:
+    states: WriteBack[Any] = WriteBack({})
+    glue = NodeGlue(
+        load_policy(),
+        NAMES,
+        CodecTable(states, NodeState.from_dict, NodeState.to_dict),
+        CodecTable(WriteBack({}), PartitionClock.from_dict, PartitionClock.to_dict),
+        behind=lambda partition, offset: DEFER_BEHIND + 1,
+    )
+    metrics = ClassifierMetrics()
+    label = TopicLabels(NAMES)
+    d = AgentDriver(
+        "node",
+        glue,
+        [states],
+        (NAMES.node_signals,),
+        Outputs(lambda real: Acked(), (), metrics, label),
+        AgentProgress(lambda: None, (NAMES.node_signals,), lambda t, p: (t, p)),
+        metrics,
+        NAMES,
+        label,
+    )
+    items = [
+        {"evidence": Evidence(f"n{i}", 0, "xid", 13, 1_700_000_000_000, "software").to_dict()}
+        for i in range(3)
+    ]
+    value = orjson.dumps({"signals": items})
+    await d.handle([Event(Msg(NAMES.node_signals, 2, 0, None, value))])
+    # Behind: all three held, and the turn after the batch applies one node.
+    gauge = "gpufailover_classifier_held_evidence"
+    assert metrics.registry.get_sample_value(gauge, {"partition": "2"}) == 2
