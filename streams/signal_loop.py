@@ -31,8 +31,6 @@ POLL_MS = 100
 BATCH_MAX = 5_000
 COMMIT_EVERY_MS = 1_000
 TURN_TIMEOUT_S = 120.0
-FETCH_MIN_BYTES = 64 * 1024
-FETCH_WAIT_MS = 10
 
 
 class SignalLoop:
@@ -106,11 +104,6 @@ class SignalLoop:
             security=self.security,
             partition_assignment_strategy=(RangePartitionAssignor,),
             max_partition_fetch_bytes=4 * 1024 * 1024,
-            # A fetch per few records costs a syscall each way on a loaded machine (the loop
-            # spun at ~1,000 fetches a second on a light load: BENCHMARKS.md); wait a little
-            # for more instead. FETCH_WAIT_MS adds at most that much to a decision.
-            fetch_min_bytes=FETCH_MIN_BYTES,
-            fetch_max_wait_ms=FETCH_WAIT_MS,
         )
         self.producer = make_producer(
             self.bootstrap, f"{self.group_id}-producer", security=self.security
