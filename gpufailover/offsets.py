@@ -140,14 +140,16 @@ class AgentProgress:
             return True  # not fetched yet: it may hold older records
         return bool(highwater > self._position(consumer, tp))
 
-    def behind(self, topic: str, partition: int, offset: int) -> int:
-        """Records of the input partition after `offset` not read yet, as of its last fetch
-        (0 when not assigned here or not fetched yet)."""
+    def backlog(self, topic: str, partition: int) -> int:
+        """Records of the input partition this worker has not processed yet, as of its last
+        fetch (0 when not assigned here or not fetched yet)."""
+        tp = self._tp(topic, partition)
         try:
-            highwater = self._consumer().highwater(self._tp(topic, partition))
+            consumer = self._consumer()
+            highwater = consumer.highwater(tp)
         except (KeyError, AssertionError, AttributeError):
             return 0
-        return 0 if highwater is None else max(0, int(highwater) - offset - 1)
+        return 0 if highwater is None else lag(int(highwater), self._position(consumer, tp))
 
     def lags(self) -> list[tuple[str, int, int]]:
         """(topic, partition, high water - next offset) of each assigned input partition that

@@ -114,7 +114,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         CodecTable(node_tables[0], NodeState.from_dict, NodeState.to_dict),
         CodecTable(node_tables[1], PartitionClock.from_dict, PartitionClock.to_dict),
         bounds,
-        behind=lambda partition, offset: progress.behind(names.node_signals, partition, offset),
+        backlog=lambda partition: progress.backlog(names.node_signals, partition),
         busy=signal_loop.draining,
     )
     job_glue = JobGlue(

@@ -94,13 +94,13 @@ class NodeGlue:
         clocks: MutableMapping[str, PartitionClock],
         bounds: EventTimeBounds | None = None,
         clock: Callable[[], int] = now_ms,
-        behind: Callable[[int, int], int] = lambda partition, offset: 0,
+        backlog: Callable[[int], int] = lambda partition: 0,
         busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self.policy = policy
-        # Records of node-signals `partition` after `offset` not read yet: while more than
-        # DEFER_BEHIND, evidence of nodes no termination waits on is held (`streams.deferred`).
-        self.behind = behind
+        # Records of node-signals `partition` not processed yet: while more than DEFER_BEHIND,
+        # evidence of nodes no termination waits on is held (`streams.deferred`).
+        self.backlog = backlog
         # Held evidence waits while the worker drains a backlog elsewhere (the signal filter's
         # inputs): the decisions in that backlog come first.
         self.busy = busy
@@ -108,7 +108,6 @@ class NodeGlue:
         self.capped: set[int] = set()  # partitions whose commit cap was set (`caps`)
         # Held items applied for the record being handled: (partition, node, offset, items).
         self._taken: list[tuple[int, str, int, list[HeldItem]]] = []
-        self.last_offset: dict[int, int] = {}
         self.clock = clock  # the wall clock of the event-time bound
         # The future bound for releases on nodes.quarantine (schemas.event_time): a release
         # stamped far ahead would void every later window's evidence on the node. Old
@@ -159,7 +158,6 @@ class NodeGlue:
         try:
             data = loads(value or b"")
             if topic == names.node_signals:
-                self.last_offset[partition] = offset
                 outputs = self._signal(side, partition, offset, data)
             elif topic == names.nodes_quarantine:
                 q = QuarantineRecord.from_dict(data)
@@ -184,7 +182,7 @@ class NodeGlue:
         if "signals" in data:
             out: list[NodeReport | QuarantineRequest] = []
             held = self.held.get(partition)
-            behind = self.behind(partition, offset) > DEFER_BEHIND
+            behind = self.backlog(partition) > DEFER_BEHIND
             for item in data["signals"]:
                 try:
                     if "evidence" in item:
@@ -199,7 +197,7 @@ class NodeGlue:
                                     "node-signals p%d is %d records behind: holding the "
                                     "evidence of nodes no termination waits on, applied later",
                                     partition,
-                                    self.behind(partition, offset),
+                                    self.backlog(partition),
                                 )
                             held.hold(node, offset, (raw, side.clock.watermark))
                         else:
@@ -268,9 +266,7 @@ class NodeGlue:
         held = self.held.get(partition)
         if held is None:
             return []
-        last = self.last_offset.get(partition)
-        behind = last is not None and self.behind(partition, last) > DEFER_BEHIND
-        behind = behind or self.busy()
+        behind = self.backlog(partition) > DEFER_BEHIND or self.busy()
         side = self.side(partition)
         outputs: list[NodeReport | QuarantineRequest] = []
         until = time.monotonic() + budget_s
@@ -338,6 +334,5 @@ class NodeGlue:
             self.sides.pop(partition, None)
             # Held evidence is read again from the (capped) committed offset by the next owner.
             self.held.pop(partition, None)
-            self.last_offset.pop(partition, None)
             self.filter_watermark.pop(partition, None)
             self.latest_termination.pop(partition, None)

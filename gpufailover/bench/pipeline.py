@@ -578,6 +578,10 @@ class Prober:
         got = tail.first[self.names.failover_decisions]
         return all(job in got for job in self.sent)
 
+    def jobs(self, kind: str, since: float = 0.0, until: float = float("inf")) -> list[str]:
+        """The probe jobs of `kind` sent between `since` and `until` (monotonic)."""
+        return [job for job, (k, t0) in self.sent.items() if k == kind and since <= t0 <= until]
+
     def latencies(self, kind: str, since: float = 0.0, until: float = float("inf")) -> list[float]:
         """Seconds from sending each probe to its decision (minus the grace for 'other')."""
         got = self.tail.first[self.names.failover_decisions]
@@ -772,8 +776,7 @@ async def scenario_latency(ctx: Context) -> None:
         note="committed offsets, sampled 2/s",
     )
     ctx.row(sc, "classifier RSS", rss, "MB")
-    hardware = [job for job, (kind, _) in prober.sent.items() if kind == "hardware"]
-    await hop_rows(ctx, sc, names, hardware)
+    await hop_rows(ctx, sc, names, prober.jobs("hardware"))
 
 
 async def hop_rows(ctx: Context, sc: str, names: TopicNames, jobs: list[str]) -> None:
@@ -886,12 +889,7 @@ async def scenario_flood(ctx: Context) -> None:
         ok=complete,
         note=str(prober.verdicts()),
     )
-    during = [
-        job
-        for job, (kind, t0) in prober.sent.items()
-        if kind == "hardware" and start <= t0 <= until
-    ]
-    await hop_rows(ctx, sc, names, during)
+    await hop_rows(ctx, sc, names, prober.jobs("hardware", start, until))
     await changelog_rows(ctx, sc, names, sum(caught.end[t] for t in inputs) if caught else 0)
     ctx.row(sc, "RSS before flood", rss_before, "MB")
     ctx.row(

@@ -4,6 +4,7 @@ one record's failure undoing that record alone, a crash writing nothing and hold
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,37 +258,25 @@ class Acked:
         return ack
 
 
-async def test_the_node_agent_applies_held_evidence_after_a_batch_and_caps_its_commits() -> None:
-    policy = load_policy()
-    nodes: dict[str, Any] = {}
-    writes: list[tuple[str, int]] = []  # (node key, changelog partition) as written back
-    order: list[str] = []
-
-    def write(key: str, value: Any, record: Any) -> None:
-        nodes[key] = value
-        writes.append((key, record.message.partition))
-        order.append(f"write {key}")
-
+def node_driver(
+    backlog: Callable[[int], int],
+    sink: Acked,
+    write: Callable[[str, Any, Any], None] | None = None,
+    cap: Callable[[int, int | None], None] = lambda partition, offset: None,
+) -> tuple[AgentDriver, NodeGlue, ClassifierMetrics]:
+    """The node agent's driver over in-memory tables (node states written with `write`)."""
     states: WriteBack[Any] = WriteBack({}, write=write)
     clocks: WriteBack[Any] = WriteBack({})
-    behind = {"n": DEFER_BEHIND + 1}
     glue = NodeGlue(
-        policy,
+        load_policy(),
         NAMES,
         CodecTable(states, NodeState.from_dict, NodeState.to_dict),
         CodecTable(clocks, PartitionClock.from_dict, PartitionClock.to_dict),
-        behind=lambda partition, offset: behind["n"],
+        backlog=backlog,
     )
-    sink = Acked()
-    caps: list[tuple[int, int | None]] = []
-
-    def cap(partition: int, offset: int | None) -> None:
-        caps.append((partition, offset))
-        order.append(f"cap {partition} {offset}")
-
     metrics = ClassifierMetrics()
     label = TopicLabels(NAMES)
-    d = AgentDriver(
+    driver = AgentDriver(
         "node",
         glue,
         [states, clocks],
@@ -299,10 +288,38 @@ async def test_the_node_agent_applies_held_evidence_after_a_batch_and_caps_its_c
         label,
         cap=cap,
     )
-    item = Evidence("n1", 0, "xid", 79, 1_700_000_000_000, "hardware").to_dict()
-    value = orjson.dumps({"signals": [{"evidence": item}]})
+    return driver, glue, metrics
+
+
+def xid_pack(*nodes: str, code: int = 79, cls: str = "hardware") -> bytes:
+    items = [
+        {"evidence": Evidence(n, 0, "xid", code, 1_700_000_000_000, cls).to_dict()}  # type: ignore[arg-type]
+        for n in nodes
+    ]
+    return orjson.dumps({"signals": items})
+
+
+async def test_the_node_agent_applies_held_evidence_after_a_batch_and_caps_its_commits() -> None:
+    nodes: dict[str, Any] = {}
+    writes: list[tuple[str, int]] = []  # (node key, changelog partition) as written back
+    order: list[str] = []
+
+    def write(key: str, value: Any, record: Any) -> None:
+        nodes[key] = value
+        writes.append((key, record.message.partition))
+        order.append(f"write {key}")
+
+    caps: list[tuple[int, int | None]] = []
+
+    def cap(partition: int, offset: int | None) -> None:
+        caps.append((partition, offset))
+        order.append(f"cap {partition} {offset}")
+
+    behind = {"n": DEFER_BEHIND + 1}
+    sink = Acked()
+    d, glue, _ = node_driver(lambda partition: behind["n"], sink, write, cap)
     # Read while behind: held, and the commit capped at its record.
-    glue.handle(NAMES.node_signals, 3, 8, None, value)
+    glue.handle(NAMES.node_signals, 3, 8, None, xid_pack("n1"))
     assert glue.caps() == [(3, 8)]
     behind["n"] = 0
     watermark = orjson.dumps({"watermark": 1_700_000_000_001})
@@ -314,63 +331,17 @@ async def test_the_node_agent_applies_held_evidence_after_a_batch_and_caps_its_c
 
 
 async def test_held_evidence_is_applied_between_batches_when_the_inputs_are_quiet() -> None:
-    policy = load_policy()
-    states: WriteBack[Any] = WriteBack({})
-    glue = NodeGlue(
-        policy,
-        NAMES,
-        CodecTable(states, NodeState.from_dict, NodeState.to_dict),
-        CodecTable(WriteBack({}), PartitionClock.from_dict, PartitionClock.to_dict),
-        behind=lambda partition, offset: DEFER_BEHIND + 1,
-    )
-    metrics = ClassifierMetrics()
-    label = TopicLabels(NAMES)
     sink = Acked()
-    d = AgentDriver(
-        "node",
-        glue,
-        [states],
-        (NAMES.node_signals,),
-        Outputs(lambda real: sink, (), metrics, label),
-        AgentProgress(lambda: None, (NAMES.node_signals,), lambda t, p: (t, p)),
-        metrics,
-        NAMES,
-        label,
-    )
-    item = Evidence("n1", 0, "xid", 79, 1_700_000_000_000, "hardware").to_dict()
-    glue.handle(NAMES.node_signals, 0, 5, None, orjson.dumps({"signals": [{"evidence": item}]}))
+    d, glue, _ = node_driver(lambda partition: DEFER_BEHIND + 1, sink)
+    glue.handle(NAMES.node_signals, 0, 5, None, xid_pack("n1"))
     assert glue.holding() == [0]
     await d.drain_held()  # no batch came: the timer's turn applies it
     assert glue.holding() == [] and [orjson.loads(v)["node"] for _, v in sink.sent] == ["n1"]
 
 
 async def test_the_held_evidence_gauge_counts_what_a_partition_still_holds() -> None:
-    states: WriteBack[Any] = WriteBack({})
-    glue = NodeGlue(
-        load_policy(),
-        NAMES,
-        CodecTable(states, NodeState.from_dict, NodeState.to_dict),
-        CodecTable(WriteBack({}), PartitionClock.from_dict, PartitionClock.to_dict),
-        behind=lambda partition, offset: DEFER_BEHIND + 1,
-    )
-    metrics = ClassifierMetrics()
-    label = TopicLabels(NAMES)
-    d = AgentDriver(
-        "node",
-        glue,
-        [states],
-        (NAMES.node_signals,),
-        Outputs(lambda real: Acked(), (), metrics, label),
-        AgentProgress(lambda: None, (NAMES.node_signals,), lambda t, p: (t, p)),
-        metrics,
-        NAMES,
-        label,
-    )
-    items = [
-        {"evidence": Evidence(f"n{i}", 0, "xid", 13, 1_700_000_000_000, "software").to_dict()}
-        for i in range(3)
-    ]
-    value = orjson.dumps({"signals": items})
+    d, _, metrics = node_driver(lambda partition: DEFER_BEHIND + 1, Acked())
+    value = xid_pack("n0", "n1", "n2", code=13, cls="software")
     await d.handle([Event(Msg(NAMES.node_signals, 2, 0, None, value))])
     # Behind: all three held, and the turn after the batch applies one node.
     gauge = "gpufailover_classifier_held_evidence"

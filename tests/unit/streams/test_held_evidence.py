@@ -45,7 +45,7 @@ class Behind:
     def __init__(self, n: int = 0) -> None:
         self.n = n
 
-    def __call__(self, partition: int, offset: int) -> int:
+    def __call__(self, partition: int) -> int:
         return self.n
 
 
@@ -67,7 +67,7 @@ def test_held_evidence_keeps_nodes_in_arrival_order_and_the_first_offset_still_h
 def test_evidence_is_held_while_behind_and_applied_before_the_nodes_termination() -> None:
     behind = Behind(DEFER_BEHIND + 1)
     nodes: dict[str, NodeState] = {}
-    glue = NodeGlue(POLICY, NAMES, nodes, {}, behind=behind)
+    glue = NodeGlue(POLICY, NAMES, nodes, {}, backlog=behind)
     xid79 = evidence("n1", 79, T0 - 1_000)
     assert glue.handle(SIGNALS, 0, 10, None, pack(xid79, evidence("n2", 79, T0))) == []
     assert nodes == {} and glue.holding() == [0]
@@ -86,7 +86,7 @@ def test_evidence_is_held_while_behind_and_applied_before_the_nodes_termination(
 
 
 def test_a_node_a_termination_waits_on_is_never_held() -> None:
-    glue = NodeGlue(POLICY, NAMES, {}, {}, behind=Behind(DEFER_BEHIND + 1))
+    glue = NodeGlue(POLICY, NAMES, {}, {}, backlog=Behind(DEFER_BEHIND + 1))
     glue.handle(SIGNALS, 0, 0, None, pack(termination("j1", "n1", T0)))
     late = evidence("n1", 13, T0 + 100, "software")
     (report,) = decoded(glue.handle(SIGNALS, 0, 1, None, pack(late)))
@@ -96,7 +96,7 @@ def test_a_node_a_termination_waits_on_is_never_held() -> None:
 
 def test_a_release_applies_the_nodes_held_evidence_first() -> None:
     nodes: dict[str, NodeState] = {}
-    glue = NodeGlue(POLICY, NAMES, nodes, {}, behind=Behind(DEFER_BEHIND + 1))
+    glue = NodeGlue(POLICY, NAMES, nodes, {}, backlog=Behind(DEFER_BEHIND + 1))
     glue.handle(SIGNALS, 0, 0, None, pack(evidence("n1", 79, T0)))
     release = {"node": "n1", "state": "released", "ts_ms": T0 + 10, "reason": "operator"}
     out = glue.handle(NAMES.nodes_quarantine, 0, 0, b"n1", orjson.dumps(release))
@@ -105,7 +105,7 @@ def test_a_release_applies_the_nodes_held_evidence_first() -> None:
 
 
 def test_forgetting_a_partition_drops_its_held_evidence_and_lifts_the_cap() -> None:
-    glue = NodeGlue(POLICY, NAMES, {}, {}, behind=Behind(DEFER_BEHIND + 1))
+    glue = NodeGlue(POLICY, NAMES, {}, {}, backlog=Behind(DEFER_BEHIND + 1))
     glue.handle(SIGNALS, 2, 40, None, pack(evidence("n1", 79, T0)))
     assert glue.caps() == [(2, 40)]
     glue.forget({2})
@@ -142,7 +142,7 @@ def _run(records: list[tuple[int, bytes]], behind_at: list[int]) -> tuple[Any, A
     behind = Behind()
     nodes: dict[str, NodeState] = {}
     clocks: dict[str, PartitionClock] = {}
-    glue = NodeGlue(POLICY, NAMES, nodes, clocks, behind=behind)
+    glue = NodeGlue(POLICY, NAMES, nodes, clocks, backlog=behind)
     outs: list[Out] = []
     for (offset, value), n in zip(records, behind_at, strict=True):
         behind.n = n
@@ -201,7 +201,7 @@ def test_held_evidence_prunes_from_the_watermark_it_was_read_at() -> None:
 def test_a_turn_applies_a_chunk_when_caught_up_and_one_node_while_behind() -> None:
     behind = Behind(DEFER_BEHIND + 1)
     nodes: dict[str, NodeState] = {}
-    glue = NodeGlue(POLICY, NAMES, nodes, {}, behind=behind)
+    glue = NodeGlue(POLICY, NAMES, nodes, {}, backlog=behind)
     for i in range(4):  # 4 packs of 50 nodes
         items = [evidence(f"n{i}-{j}", 13, T0, "software") for j in range(50)]
         glue.handle(SIGNALS, 0, i, None, pack(*items))
@@ -217,7 +217,7 @@ def test_a_turn_applies_a_chunk_when_caught_up_and_one_node_while_behind() -> No
 def test_a_record_that_fails_after_applying_held_evidence_holds_it_again() -> None:
     # The driver rolls back the failed record's writes; what it took of the held evidence
     # must come back, ahead of the node's newer items, or nothing would ever apply it.
-    glue = NodeGlue(POLICY, NAMES, {}, {}, behind=Behind(DEFER_BEHIND + 1))
+    glue = NodeGlue(POLICY, NAMES, {}, {}, backlog=Behind(DEFER_BEHIND + 1))
     first, later = evidence("n1", 79, T0), evidence("n1", 13, T0 + 5, "software")
     glue.handle(SIGNALS, 0, 3, None, pack(evidence("n0", 13, T0, "software")))
     glue.handle(SIGNALS, 0, 4, None, pack(first))
