@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka.structs import TopicPartition
@@ -31,6 +32,25 @@ POLL_MS = 100
 BATCH_MAX = 5_000
 COMMIT_EVERY_MS = 1_000
 TURN_TIMEOUT_S = 120.0
+# A worker asked to stop must stop: Kubernetes kills it after its grace period (30 s by default).
+CLOSE_STEP_TIMEOUT_S = 8.0
+
+
+async def close_within(
+    steps: list[tuple[str, Callable[[], Awaitable[Any]]]], timeout_s: float
+) -> None:
+    """Run each closing step, each bounded by `timeout_s`; a step that fails or hangs is logged
+    and the next one runs. Safe to skip: what was not committed is read again (at least once),
+    and the node and job sides absorb repeats."""
+    for what, step in steps:
+        try:
+            await asyncio.wait_for(step(), timeout_s)
+        except TimeoutError:
+            log.warning(
+                "signal filter: %s took over %g s: skipped (records re-read)", what, timeout_s
+            )
+        except Exception as exc:  # noqa: BLE001 - stopping anyway; say what it means
+            log.warning("signal filter: %s failed (%r): skipped (records re-read)", what, exc)
 
 
 class SignalLoop:
@@ -123,12 +143,14 @@ class SignalLoop:
                         f"signal filter made no progress for {TURN_TIMEOUT_S:.0f} s"
                     ) from None
         finally:
-            try:
-                await self._commit()
-            except Exception as exc:  # noqa: BLE001 - stopping anyway; say what it means
-                log.warning("signal filter: last commit failed (%r): records re-read", exc)
-            await self.consumer.stop()
-            await self.producer.stop()
+            await close_within(
+                [
+                    ("last commit", self._commit),
+                    ("consumer stop", self.consumer.stop),
+                    ("producer stop", self.producer.stop),
+                ],
+                CLOSE_STEP_TIMEOUT_S,
+            )
 
     async def _turn(self) -> None:
         consumer = self.consumer

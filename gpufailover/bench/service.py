@@ -39,12 +39,31 @@ class Service:
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
+                before = self.log_tail()
+                stacks = self._dump_tasks()
                 self.proc.kill()
                 self.proc.wait()
                 raise AssertionError(
-                    f"{self.args[0]} ignored SIGTERM:\n{self.log_tail()}"
+                    f"{self.args[0]} ignored SIGTERM:\n{before}\n--- its tasks:\n{stacks}"
                 ) from None
         return self.proc.returncode
+
+    def _dump_tasks(self, wait_s: float = 5.0) -> str:
+        """A worker that hangs on stop: ask mode's Worker for every task's stack (SIGUSR1, it
+        writes them to the log) before the kill, so the failure says where it hung."""
+        assert self.proc is not None
+        start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline, last = time.monotonic() + wait_s, -1
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.1)  # polling the log with a deadline, not a fixed wait
+            size = self.log_path.stat().st_size
+            if start < size == last:
+                break  # written and no longer growing
+            last = size
+        with self.log_path.open("rb") as log:
+            log.seek(start)
+            return log.read().decode(errors="replace")
 
     async def wait_for_log(self, text: str, timeout_s: float = 60.0) -> None:
         """Poll the service's log until it contains `text` (e.g. faust's "Worker ready")."""
