@@ -7,6 +7,7 @@ record.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable
 
@@ -58,6 +59,14 @@ class LocalPipeline:
         if not node_out and not (deadlines and deadlines[0][0] < ts_ms):
             return []
         return self._signal_done(list(node_out), ts_ms)
+
+    def quiet_until(self) -> int | float:
+        """Up to this time a signal the policy ignores passes nothing the node side or the job
+        side waits for: `feed_ignored` of it only moves the watermark and returns nothing."""
+        closing, deadlines = self.node_side.clock.closing, self.progress.clock.deadlines
+        return min(
+            closing[0][0] if closing else math.inf, deadlines[0][0] if deadlines else math.inf
+        )
 
     def _signal_done(self, signal_out: list[_Message], ts_ms: int) -> list[Output]:
         deadlines = self.progress.clock.deadlines
