@@ -26,6 +26,7 @@ from schemas.event_time import EventTimeBounds
 from schemas.health import CONDITIONS, GpuHealth
 from schemas.quarantine import QuarantineRecord
 from schemas.topics import Topic
+from schemas.xid import GpuXid
 from streams.clock import now_ms as wall_ms
 from streams.engine.local import LocalPipeline, Output
 from streams.policy import Policy
@@ -41,6 +42,7 @@ OUTPUT_TOPICS = frozenset(
 )
 QUARANTINE_TOPIC = Topic.NODES_QUARANTINE
 HEALTH_TOPIC = Topic.GPU_HEALTH
+XID_TOPIC = Topic.GPU_XID
 
 
 @dataclass
@@ -122,17 +124,22 @@ class Replayer:
         self.accepted = self.bounds.range_at(self.now_ms)
         condition_class = self.pipeline.node_side.evidence_of.condition_class
         self.ignored_conditions = frozenset(c for c in CONDITIONS if condition_class(c) is None)
+        # XID codes the policy lists as ignored (unknown codes are counted: not these).
+        self.ignored_xids = frozenset(c for c, cls in policy.xid_class.items() if cls == "ignore")
 
     def run(self, lines: Iterable[bytes]) -> Iterator[bytes]:
         stats, one, pipeline = self.stats, self._one, self.pipeline
-        loads, peek, ignored = orjson.loads, GpuHealth.peek, self.ignored_conditions
+        loads, health_peek, xid_peek = orjson.loads, GpuHealth.peek, GpuXid.peek
+        ignored_conditions, ignored_xids = self.ignored_conditions, self.ignored_xids
         low, high = self.accepted
-        # Most lines are health samples the policy ignores, and most of those pass no time
-        # anything waits for (`LocalPipeline.quiet_until`): all they do is move the watermark.
-        # Such a line only raises `held_ts` (the latest such time); the pipeline gets it
-        # before the next other line and at the end. The outputs are the same, line by line.
+        # Most lines are signals the policy ignores (`ok` samples, noise XIDs), and most of
+        # those pass no time anything waits for (`LocalPipeline.quiet_until`): all they do is
+        # move the watermark. Such a line only raises `held_ts` (the latest such time); the
+        # pipeline gets it before the next other line and at the end. The outputs are the
+        # same, line by line (tests/unit/streams/test_replay_fast_path.py).
         limit = min(high, pipeline.quiet_until())
-        held_ts, held_raw, held_lineno = 0, b"", 0  # held_ts 0: none (event times are later)
+        held_ts = 0  # none held (event times are later)
+        held_line: tuple[bytes, int, Any] = (b"", 0, None)  # the line that carried held_ts
         records = 0  # counted in a local: an attribute per record costs ~2% here
         try:
             for lineno, raw in enumerate(lines, start=1):
@@ -144,16 +151,23 @@ class Replayer:
                         envelope = loads(raw)
                     except orjson.JSONDecodeError:
                         envelope = None
-                    if type(envelope) is dict and envelope.get("topic") == HEALTH_TOPIC:
-                        sample = peek(envelope.get("value"))
-                        if sample is not None and sample[2] in ignored:
-                            ts_ms = sample[1]
-                            if low <= ts_ms <= limit:
-                                if ts_ms > held_ts:
-                                    held_ts, held_raw, held_lineno = ts_ms, raw, lineno
-                                continue
+                    if type(envelope) is dict:
+                        topic = envelope.get("topic")
+                        ts_ms = 0
+                        if topic == HEALTH_TOPIC:
+                            sample = health_peek(envelope.get("value"))
+                            if sample is not None and sample[2] in ignored_conditions:
+                                ts_ms = sample[1]
+                        elif topic == XID_TOPIC:
+                            xid = xid_peek(envelope.get("value"))
+                            if xid is not None and xid[1] in ignored_xids:
+                                ts_ms = xid[2]
+                        if ts_ms and low <= ts_ms <= limit:
+                            if ts_ms > held_ts:
+                                held_ts, held_line = ts_ms, (raw, lineno, topic)
+                            continue
                 if held_ts:
-                    yield from self._release(held_ts, held_raw, held_lineno)
+                    yield from self._release(held_ts, *held_line)
                     held_ts = 0
                 out = one(raw, lineno)  # parses the line again: the uncommon lines only
                 limit = min(high, pipeline.quiet_until())
@@ -162,21 +176,20 @@ class Replayer:
         finally:
             stats.records += records
         if held_ts:
-            yield from self._release(held_ts, held_raw, held_lineno)
+            yield from self._release(held_ts, *held_line)
         yield from self._emit(self.pipeline.finish())
         stats.unknown_xids = self.pipeline.node_side.unknown_xids
         stats.duplicate_terminations = self.pipeline.job_side.duplicates
 
-    def _release(self, ts_ms: int, raw: bytes, lineno: int) -> list[bytes]:
-        """Give the pipeline the latest time of the ignored samples read since the last other
-        line (`raw`, line `lineno`, carried it); a failure there (a bug) is its dead letter."""
+    def _release(self, ts_ms: int, raw: bytes, lineno: int, topic: str) -> list[bytes]:
+        """Give the pipeline the latest time of the ignored signals read since the last other
+        line (`raw`, line `lineno` of `topic`, carried it); a failure there (a bug) is its
+        dead letter."""
         try:
             outputs = self.pipeline.feed_ignored(ts_ms)  # nothing waits up to it: no outputs
             return list(self._emit(outputs)) if outputs else []
         except Exception as exc:  # noqa: BLE001 - one record's failure must not stop the replay
-            return [
-                self._dead(HEALTH_TOPIC, raw, f"{type(exc).__name__}: {exc}", lineno, "process")
-            ]
+            return [self._dead(topic, raw, f"{type(exc).__name__}: {exc}", lineno, "process")]
 
     def _one(self, raw: bytes, lineno: int) -> list[bytes]:
         """The output lines for one input line (usually none): a list, not a generator, as this

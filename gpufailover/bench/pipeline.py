@@ -77,6 +77,7 @@ from schemas.topics import Topic, TopicNames
 
 GRACE_S = 2  # the short grace of the latency and flood runs (non-hardware decisions wait it)
 PROBE_NODES = 4  # nodes per probe job
+REPLAY_REPEAT = 5  # replay scenario: passes of parse-only then replay; the median ratio
 
 
 class BenchError(RuntimeError):
@@ -1067,13 +1068,14 @@ async def scenario_replay(ctx: Context) -> None:
     env, sc = ctx.env, "replay"
     path = env.tmp / "replay.jsonl"
     bench_replay.generate(path, ctx.sizes.replay)
-    n_json, s_json = bench_replay.bench_orjson(path)
-    n_rep, s_rep, _ = bench_replay.bench_replay(path)
+    result = bench_replay.compare(path, REPLAY_REPEAT)
     path.unlink()
-    rate, ratio = n_rep / s_rep, (n_rep / s_rep) / (n_json / s_json)
-    ctx.row(sc, "orjson parse only", n_json / s_json, "rec/s")
-    ctx.row(sc, "replay engine", rate, "rec/s", ">= 100,000", rate >= 100_000, f"{n_rep:,} records")
-    ctx.row(sc, "replay / orjson", ratio, "", ">= 0.3", ratio >= 0.3)
+    n, rate, ratio = result.records, result.records / result.replay_s, result.ratio
+    ctx.row(sc, "orjson parse only", n / result.orjson_s, "rec/s")
+    ctx.row(sc, "replay engine", rate, "rec/s", ">= 100,000", rate >= 100_000, f"{n:,} records")
+    spread = ", ".join(f"{r:.2f}" for r in result.ratios)
+    note = f"median of {len(result.ratios)} passes (parse-only then replay): {spread}"
+    ctx.row(sc, "replay / orjson", ratio, "", ">= 0.3", ratio >= 0.3, note)
 
 
 RUNNERS: dict[str, Callable[[Context], Awaitable[None]]] = {

@@ -21,12 +21,21 @@ def test_bench_generator_is_deterministic_and_mixed(tmp_path: Path) -> None:
 
 
 def test_bench_runs_and_reports_rates(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench_replay.main(["--records", "3000"]) == 0
+    assert bench_replay.main(["--records", "3000", "--repeat", "2"]) == 0
     out = capsys.readouterr().out
     assert "orjson parse only:" in out
     assert "full replay:" in out
-    assert "ratio replay/orjson:" in out
+    assert "ratio replay/orjson:" in out and "(median of 2 passes: " in out
     assert "decisions: 3 " in out
+
+
+def test_the_comparison_keeps_each_side_best_pass(tmp_path: Path) -> None:
+    path = tmp_path / "mix.jsonl"
+    bench_replay.generate(path, 2000)
+    result = bench_replay.compare(path, 3)
+    assert result.records == 2000 and len(result.ratios) == 3
+    assert sorted(result.ratios)[1] == result.ratio  # the median pass's own ratio
+    assert result.replayer.stats.records == 2000  # the last pass's replay, all of it read
 
 
 def test_filter_bench_compares_against_another_filter_file(

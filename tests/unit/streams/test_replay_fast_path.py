@@ -1,6 +1,6 @@
-"""Replay's fast path for ignored health samples (`Replayer.run`: only the latest such time is
-kept and given to the pipeline before the next other line) gives the same output lines, line
-for line, as feeding every line through the full path (`Replayer._one`)."""
+"""Replay's fast path for ignored signals, health samples and XIDs (`Replayer.run`: only the
+latest such time is kept and given to the pipeline before the next other line) gives the same
+output lines, line for line, as feeding every line through the full path (`Replayer._one`)."""
 
 from __future__ import annotations
 
@@ -106,8 +106,9 @@ def termination(ts: int, job: str, nodes: list[str]) -> bytes:
 
 
 def test_samples_at_and_around_every_wake_up_time_decide_the_same() -> None:
-    """Ignored samples stamped exactly at, just before and just after the times the node and
-    job sides wait for (the fast path's edge: `quiet_until`), shuffled within small spans."""
+    """Ignored samples and XIDs stamped exactly at, just before and just after the times the
+    node and job sides wait for (the fast path's edge: `quiet_until`), shuffled within small
+    spans; unknown XID codes among them (counted by the full path only)."""
     rng = random.Random(7)
     t0 = 1_773_532_800_000
     grace, lookback = POLICY.grace_ms, POLICY.lookback_ms
@@ -118,7 +119,13 @@ def test_samples_at_and_around_every_wake_up_time_decide_the_same() -> None:
         lines.append(termination(t, f"job-{i}", nodes))
         edges = [t - 1, t, t + 1, t + grace - 1, t + grace, t + grace + 1, t + lookback]
         rng.shuffle(edges)
-        lines += [sample(ts, rng.choice(nodes), rng.choice(["ok", "throttle"])) for ts in edges]
+        for ts in edges:
+            node = rng.choice(nodes)
+            if rng.random() < 0.7:
+                lines.append(sample(ts, node, rng.choice(["ok", "throttle"])))
+            else:  # an ignored XID, or one the policy does not know (counted, full path)
+                xid = {"node": node, "xid": rng.choice([45, 45, 999]), "ts_ms": ts}
+                lines.append(orjson.dumps({"topic": "gpu.xid", "key": node, "value": xid}))
         if i % 3 == 0:
             xid = {"node": nodes[0], "xid": 79, "ts_ms": t - 5}
             lines.append(orjson.dumps({"topic": "gpu.xid", "key": nodes[0], "value": xid}))
