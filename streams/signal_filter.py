@@ -161,12 +161,17 @@ class SignalFilter:
         latest_health: dict[int, int] = {}
         latest_xid: dict[int, int] = {}
         dead: list[Out] = []
+        # A storm repeats one XID record byte for byte (the agent stamps in ms): the last
+        # XID value parsed and its fields, so a repeat is compared, not parsed again.
+        last_xid: bytes | None = None
+        last_fields: tuple[str, int, int, int | None, int] = ("", 0, 0, None, 0)
+        signal: tuple[str, int | None, EvidenceKind, int | str]
         for rec in records:
             topic, partition = rec.topic, rec.partition
             cls: EvidenceClass | None = None
             try:
-                data = loads(rec.value or b"")
                 if topic == health_t:
+                    data = loads(rec.value or b"")
                     # Checked in full but not built: most samples are ones the policy ignores.
                     peek = GpuHealth.peek(data)
                     if peek is None:
@@ -180,20 +185,22 @@ class SignalFilter:
                     cls = condition_cls[condition]
                     if cls is not None:
                         gpu = health.gpu_index if peek is None else data.get("gpu_index")
-                        signal: tuple[str, int | None, EvidenceKind, int | str] = (
-                            node,
-                            gpu,
-                            "health",
-                            condition,
-                        )
+                        signal = (node, gpu, "health", condition)
                         count = 1
                     if ts_ms > latest_health.get(partition, 0):  # last: only if accepted
                         latest_health[partition] = ts_ms
                 elif topic == xid_t:
-                    fields = GpuXid.peek(data)  # checked in full, not built
-                    if fields is None:
-                        xid = GpuXid.from_dict(data)  # raises, or an unusual valid one
-                        fields = xid.node, xid.xid, xid.ts_ms, xid.gpu_index, xid.count
+                    value = rec.value
+                    if value is not None and value == last_xid:
+                        fields = last_fields
+                    else:
+                        data = loads(value or b"")
+                        peeked = GpuXid.peek(data)  # checked in full, not built
+                        if peeked is None:
+                            xid = GpuXid.from_dict(data)  # raises, or an unusual valid one
+                            peeked = xid.node, xid.xid, xid.ts_ms, xid.gpu_index, xid.count
+                        last_xid, last_fields = value, peeked
+                        fields = peeked
                     node, code, ts_ms, gpu, count = fields
                     xids[code] += 1
                     if not lo <= ts_ms <= hi:
@@ -204,7 +211,7 @@ class SignalFilter:
                     if ts_ms > latest_xid.get(partition, 0):
                         latest_xid[partition] = ts_ms
                 elif topic == term_t:
-                    termination = NodeTermination.from_dict(data)
+                    termination = NodeTermination.from_dict(loads(rec.value or b""))
                     ts_ms = termination.terminated_ts_ms
                 else:
                     raise SchemaError("topic", f"signal filter does not read {topic!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -9,6 +10,7 @@ import orjson
 
 from schemas.decisions import Evidence
 from schemas.engine import NodeReport, NodeTermination
+from schemas.event_time import EventTimeBounds
 from schemas.topics import TopicNames
 from schemas.xid import GpuXid
 from streams.engine.node_side import NodeSide, NodeState, PartitionClock
@@ -340,3 +342,46 @@ def test_a_revoked_partition_reloads_its_clock_from_the_table_when_it_comes_back
     clocks["p0"] = PartitionClock.from_dict(theirs.sides[0].clock.to_dict())  # as a restore
     mine.handle(NAMES.node_signals, 0, 2, None, orjson.dumps({"idle_ms": 0}))
     assert mine.side(0).clock.watermark == T0 + 9_000
+
+
+def test_byte_identical_xid_repeats_reduce_as_if_each_were_parsed() -> None:
+    """A repeat of the previous XID record's bytes reuses its parse: same forwarded signals,
+    same dead letters (a repeat of a bad record is dead-lettered again), same counts as the
+    same records spelled differently (spaces: no byte repeats, every one parsed)."""
+    rng = random.Random(11)
+    bodies: list[tuple[str, Any]] = [
+        (NAMES.gpu_xid, xid("bad", 79, T0, gpu=3)),
+        (NAMES.gpu_xid, xid("bad", 79, T0 + 1)),
+        (NAMES.gpu_xid, xid("soft", 13, T0 + 2)),
+        (NAMES.gpu_xid, xid("far", 79, T0 + 10**12)),  # past the future bound: dead letter
+        (NAMES.gpu_xid, {"node": "bad", "xid": "79", "ts_ms": T0}),  # not an int: dead letter
+        (NAMES.gpu_health, health("bad", "ok", T0 + 3)),
+        (NAMES.gpu_health, health("bad", "ecc_uncorrectable", T0 + 4)),
+    ]
+    picks: list[tuple[int, int]] = []  # (body, partition), runs of repeats
+    while len(picks) < 2000:
+        body, partition = rng.randrange(len(bodies)), rng.randrange(2)
+        picks += [(body, partition)] * rng.choice((1, 1, 2, 50))
+
+    def run(spell: Any) -> tuple[list[dict[str, Any]], list[Any], Any, Any]:
+        f = SignalFilter(POLICY, NAMES, idle_after_ms=5_000, bounds=EventTimeBounds(300_000))
+        batch = [
+            InputRecord(bodies[b][0], p, i, b"k", spell(bodies[b][1]))
+            for i, (b, p) in enumerate(picks)
+        ]
+        out = f.reduce(batch, wall_ms=T0)
+        dead = [
+            (o.topic, d["partition"], d["offset"], d["error"])
+            for o in out
+            if o.topic != NAMES.node_signals
+            for d in [orjson.loads(o.value)]
+        ]
+        return signals(out), dead, f.xids, f.conditions
+
+    repeated = run(orjson.dumps)
+    spelled = run(lambda body: json.dumps(body, indent=1).encode())
+    assert repeated == spelled
+    forwarded, dead, xids, _ = repeated
+    assert len(dead) == sum(1 for b, _ in picks if b in (3, 4))  # each repeat, again
+    assert sum(xids.values()) == sum(1 for b, _ in picks if b < 4)
+    assert forwarded  # the test is about something
