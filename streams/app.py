@@ -44,7 +44,13 @@ from streams.metrics import ClassifierMetrics
 from streams.policy import load_policy
 from streams.signal_loop import SignalLoop
 from streams.tables import CodecTable, WriteBack
-from streams.worker_hooks import forget_revoked, metrics_response, run_signal_filter, send_ticks
+from streams.worker_hooks import (
+    CommitSoon,
+    forget_revoked,
+    metrics_response,
+    run_signal_filter,
+    send_ticks,
+)
 
 log = logging.getLogger("gpufailover.classifier")
 apply_faust_patches()  # faust 0.15.3 loses input records after table recovery: see the module
@@ -141,8 +147,12 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
     def hold(tp: Any, offset: int) -> None:
         watch_of(app.consumer).hold(tp, offset)
 
+    early_commit = CommitSoon(lambda: app.consumer.commit())
+
     def cap(partition: int, offset: int | None) -> None:
-        watch_of(app.consumer).cap(TP(names.node_signals, partition), offset)
+        lifted = watch_of(app.consumer).cap(TP(names.node_signals, partition), offset)
+        if offset is None and lifted is not None:
+            early_commit.request()  # a flood's worth of records committed now, not in 2.8 s
 
     node_driver = AgentDriver(
         "node", node_glue, node_tables, node_inputs, *shared, hold, changelog.send, cap

@@ -107,10 +107,12 @@ class OffsetWatch:
             part.fetched = [o for o in part.fetched if o >= position]
             heapq.heapify(part.fetched)
 
-    def cap(self, tp: Any, offset: int | None) -> None:
+    def cap(self, tp: Any, offset: int | None) -> int | None:
         """Commits of `tp` stay at `offset` (None: no cap): the node agent holds evidence of
-        the records from there on in memory (`streams.deferred`)."""
-        self._parts.setdefault(tp, _Partition()).cap = offset
+        the records from there on in memory (`streams.deferred`). The cap it replaces."""
+        part = self._parts.setdefault(tp, _Partition())
+        previous, part.cap = part.cap, offset
+        return previous
 
     def capped(self, tp: Any) -> bool:
         part = self._parts.get(tp)

@@ -171,14 +171,14 @@ def test_holding_evidence_changes_no_report_no_request_and_no_final_state(seed: 
 
 def test_commits_stay_at_the_cap_until_it_is_lifted() -> None:
     watch = OffsetWatch()
-    watch.cap("tp", 40)
+    assert watch.cap("tp", 40) is None  # the cap replaced: none
     assert watch.commit_limit("tp", 100) == 40
     assert watch.commit_limit("tp", 30) == 30
     watch.hold("tp", 35)
     assert watch.commit_limit("tp", 100) == 35
     watch.sought("tp", 35)  # the hole heals on a seek; the cap is the glue's to lift
     assert watch.commit_limit("tp", 100) == 40
-    watch.cap("tp", None)
+    assert watch.cap("tp", None) == 40  # lifted: the worker commits at once (CommitSoon)
     assert watch.commit_limit("tp", 100) == 100
 
 
