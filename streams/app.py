@@ -24,13 +24,12 @@ import faust
 from faust.types import TP
 from mode.supervisors import CrashingSupervisor
 
-from gpufailover.kafka import make_producer
 from gpufailover.offsets import AgentProgress
 from gpufailover.settings import state_dir
 from schemas.event_time import EventTimeBounds
 from schemas.topics import TopicNames
 from streams.agent_driver import AgentDriver, Outputs, TopicLabels
-from streams.changelog import CHANGELOG_BATCH_BYTES, Changelog, ChangelogClient
+from streams.changelog import Changelog
 from streams.config import ClassifierSettings
 from streams.deferred import DRAIN_EVERY_S
 from streams.engine.job_side import JobState
@@ -72,15 +71,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
             partitions=settings.partitions,
         )
 
-    own = ChangelogClient(
-        lambda: make_producer(
-            settings.bootstrap,
-            f"{settings.topic_prefix}{settings.app_id}-changelog",
-            security=settings.security,
-            max_batch_size=CHANGELOG_BATCH_BYTES,
-        )
-    )
-    changelog = Changelog(lambda: own.started(app.producer))
+    changelog = Changelog(lambda: app.producer)
 
     def table(name: str) -> WriteBack[dict[str, Any]]:
         schema: Any = faust.Schema(key_type=str, key_serializer="json", value_serializer="json")

@@ -220,18 +220,16 @@ class FakeProducer:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes, bytes | None, int]] = []
 
-    async def send(self, topic: str, value: bytes | None, key: bytes, partition: int) -> Any:
+    async def send(
+        self, topic: str, key: bytes, value: bytes | None, partition: int, ts: Any, headers: Any
+    ) -> Any:
         self.sent.append((topic, key, value, partition))
         return asyncio.get_running_loop().create_future()
 
 
 async def test_changelog_writes_the_store_and_sends_each_key_on_its_records_partition() -> None:
     producer, table = FakeProducer(), FakeTable()
-
-    async def started() -> FakeProducer:
-        return producer
-
-    changelog = Changelog(started)
+    changelog = Changelog(lambda: producer)
     wb: WriteBack[dict[str, Any]] = WriteBack(table.data, write=changelog.writer(table))
     wb.mark(Event(Msg(SOURCE, 3, 7, b"k", b"v")))
     wb["n1"] = {"a": [1, 2]}
