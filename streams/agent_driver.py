@@ -4,8 +4,8 @@ acknowledged by the broker, and only then their table changes written.
 Outputs before state: a worker killed between the two restarts from the old state and sends
 the same outputs again under the same keys (applied once downstream); the other order could
 persist "decided" and lose the decision (RELIABILITY.md: the chaos run's lost decision).
-Per batch, not per record: waiting for each record's acknowledgements (the producer lingers
-5 ms) halved the drain (BENCHMARKS.md). faust acks a batch's input records after it, so the
+Per batch, not per record: waiting for each record's acknowledgements (each at least the
+producer's linger) halved the drain (BENCHMARKS.md). faust acks a batch's input records after it, so the
 offsets committed never pass a record whose state is not written.
 """
 
@@ -31,9 +31,9 @@ from streams.tables import WriteBack
 
 log = logging.getLogger("gpufailover.classifier")
 # Records per batch, and how long a batch waits to fill: the latency one agent adds when the
-# input is quiet (a hardware decision passes both agents).
+# input is quiet (a hardware decision passes three agent hops). A backlog fills it at once.
 BATCH_MAX = 500
-BATCH_WITHIN_S = 0.005
+BATCH_WITHIN_S = 0.002
 
 
 class TopicLabels:

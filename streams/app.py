@@ -211,7 +211,8 @@ def _faust_app(settings: ClassifierSettings) -> faust.App:
         agent_supervisor=CrashingSupervisor,
         broker_commit_every=1000,
         # Measured by `gpufailover bench` (BENCHMARKS.md): batching sends and a shorter stream
-        # buffer cut flood catch-up and hardware-decision p99 under load.
-        producer_linger=0.005,
+        # buffer cut flood catch-up and hardware-decision p99 under load; 2 ms, not 5: see
+        # PRODUCER_LINGER_MS in streams/signal_loop.py.
+        producer_linger=0.002,
         stream_buffer_maxsize=256,
     )
