@@ -5,8 +5,8 @@ Outputs before state: a worker killed between the two restarts from the old stat
 the same outputs again under the same keys (applied once downstream); the other order could
 persist "decided" and lose the decision (RELIABILITY.md: the chaos run's lost decision).
 Per batch, not per record: waiting for each record's acknowledgements (each at least the
-producer's linger) halved the drain (BENCHMARKS.md). faust acks a batch's input records after it, so the
-offsets committed never pass a record whose state is not written.
+producer's linger) halved the drain (BENCHMARKS.md). faust acks a batch's input records after
+it, so the offsets committed never pass a record whose state is not written.
 """
 
 from __future__ import annotations
