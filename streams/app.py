@@ -37,6 +37,7 @@ from streams.engine.node_side import NodeState, PartitionClock
 from streams.engine.progress import Progress, ProgressClock
 from streams.faust_patches import apply as apply_faust_patches
 from streams.faust_patches import watch_of
+from streams.fetch_wait import install as install_fetch_wait
 from streams.glue import NodeGlue
 from streams.job_glue import JobGlue
 from streams.metrics import ClassifierMetrics
@@ -53,6 +54,7 @@ from streams.worker_hooks import (
 
 log = logging.getLogger("gpufailover.classifier")
 apply_faust_patches()  # faust 0.15.3 loses input records after table recovery: see the module
+install_fetch_wait()  # faust 0.15.3 lets a fetch wait 1.5 s at the broker: see the module
 
 
 def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = None) -> faust.App:
