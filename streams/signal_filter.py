@@ -31,8 +31,9 @@ from __future__ import annotations
 import heapq
 import sys
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import orjson
 
@@ -67,6 +68,18 @@ PACK_MAX = 50  # items per forwarded record (500 held 10 KB a node of faust memo
 
 def no_backlog(topic: str, partition: int) -> int:
     return 0
+
+
+class Record(Protocol):
+    """What the filter reads of an input record: aiokafka's decoded records, its
+    ConsumerRecords (`streams.raw_fetch`) and InputRecord all have it."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +157,25 @@ class SignalFilter:
         self.forgotten: Counter[str] = Counter()  # DLQ-less bad records, by topic
 
     def reduce(self, records: Iterable[InputRecord], wall_ms: int) -> list[Out]:
-        """The records to forward (and dead letters) for one batch of input records.
+        """The records to forward (and dead letters) for records in input order: `reduce_runs`
+        on each run of consecutive records of one topic and partition."""
+        runs: list[tuple[tuple[str, int], list[InputRecord]]] = []
+        for rec in records:
+            where = (rec.topic, rec.partition)
+            if runs and runs[-1][0] == where:
+                runs[-1][1].append(rec)
+            else:
+                runs.append((where, [rec]))
+        return self.reduce_runs(runs, wall_ms)
 
-        `records` may be aiokafka's ConsumerRecords: only the InputRecord fields are read.
-        This loop is the classifier's hottest code (every input record): names are locals.
+    def reduce_runs(
+        self, runs: Iterable[tuple[tuple[str, int], Sequence[Record]]], wall_ms: int
+    ) -> list[Out]:
+        """The records to forward (and dead letters) for one batch of input records, given as
+        ((topic, partition), its records in order) pairs: aiokafka's `getmany(...).items()`.
+
+        This is the classifier's hottest code (every input record): one loop per input topic,
+        names are locals.
         """
         xid_t, health_t, term_t = self.sources
         xid_class, condition_cls = self.classify.xid_class, self.condition_cls
@@ -165,85 +193,84 @@ class SignalFilter:
         # XID value parsed and its fields, so a repeat is compared, not parsed again.
         last_xid: bytes | None = None
         last_fields: tuple[str, int, int, int | None, int] = ("", 0, 0, None, 0)
-        signal: tuple[str, int | None, EvidenceKind, int | str]
-        for rec in records:
-            topic, partition = rec.topic, rec.partition
-            cls: EvidenceClass | None = None
-            try:
-                if topic == health_t:
-                    data = loads(rec.value or b"")
-                    # Checked in full but not built: most samples are ones the policy ignores.
-                    peek = GpuHealth.peek(data)
-                    if peek is None:
-                        health = GpuHealth.from_dict(data)  # raises, or an unusual valid one
-                        node, ts_ms, condition = health.node, health.ts_ms, health.condition
-                    else:
-                        node, ts_ms, condition = peek
-                    conditions[condition] += 1
-                    if not lo <= ts_ms <= hi:
-                        bounds.check("ts_ms", ts_ms, wall_ms)
+        fold = self._fold
+        for (topic, partition), recs in runs:
+            part = parts.get(partition)
+            if topic == health_t:
+                latest = latest_health.get(partition, 0)
+                for rec in recs:
+                    try:
+                        data = loads(rec.value or b"")
+                        # Checked in full but not built: most samples are ones the policy
+                        # ignores.
+                        peek = GpuHealth.peek(data)
+                        if peek is None:
+                            health = GpuHealth.from_dict(data)  # raises, or an unusual valid one
+                            node, ts_ms, condition = health.node, health.ts_ms, health.condition
+                        else:
+                            node, ts_ms, condition = peek
+                        conditions[condition] += 1
+                        if not lo <= ts_ms <= hi:
+                            bounds.check("ts_ms", ts_ms, wall_ms)
+                    except Exception as exc:  # noqa: BLE001 - one bad record never stops it
+                        self._dead_letter(dead, topic, partition, rec, exc)
+                        continue
+                    if ts_ms > latest:  # only if accepted
+                        latest = ts_ms
                     cls = condition_cls[condition]
                     if cls is not None:
                         gpu = health.gpu_index if peek is None else data.get("gpu_index")
-                        signal = (node, gpu, "health", condition)
-                        count = 1
-                    if ts_ms > latest_health.get(partition, 0):  # last: only if accepted
-                        latest_health[partition] = ts_ms
-                elif topic == xid_t:
-                    value = rec.value
-                    if value is not None and value == last_xid:
-                        fields = last_fields
-                    else:
-                        data = loads(value or b"")
-                        peeked = GpuXid.peek(data)  # checked in full, not built
-                        if peeked is None:
-                            xid = GpuXid.from_dict(data)  # raises, or an unusual valid one
-                            peeked = xid.node, xid.xid, xid.ts_ms, xid.gpu_index, xid.count
-                        last_xid, last_fields = value, peeked
-                        fields = peeked
-                    node, code, ts_ms, gpu, count = fields
-                    xids[code] += 1
-                    if not lo <= ts_ms <= hi:
-                        bounds.check("ts_ms", ts_ms, wall_ms)
+                        if part is None:
+                            part = parts[partition] = _Partition({}, {}, [])
+                        fold(part, (node, gpu, "health", condition), cls, ts_ms, 1)
+                if latest:
+                    latest_health[partition] = latest
+            elif topic == xid_t:
+                latest = latest_xid.get(partition, 0)
+                for rec in recs:
+                    try:
+                        value = rec.value
+                        if value is not None and value == last_xid:
+                            fields = last_fields
+                        else:
+                            data = loads(value or b"")
+                            peeked = GpuXid.peek(data)  # checked in full, not built
+                            if peeked is None:
+                                xid = GpuXid.from_dict(data)  # raises, or an unusual valid one
+                                peeked = xid.node, xid.xid, xid.ts_ms, xid.gpu_index, xid.count
+                            last_xid, last_fields = value, peeked
+                            fields = peeked
+                        node, code, ts_ms, gpu, count = fields
+                        xids[code] += 1
+                        if not lo <= ts_ms <= hi:
+                            bounds.check("ts_ms", ts_ms, wall_ms)
+                    except Exception as exc:  # noqa: BLE001 - one bad record never stops it
+                        self._dead_letter(dead, topic, partition, rec, exc)
+                        continue
+                    if ts_ms > latest:
+                        latest = ts_ms
                     cls = xid_class(code)
                     if cls is not None:
-                        signal = (node, gpu, "xid", code)
-                    if ts_ms > latest_xid.get(partition, 0):
-                        latest_xid[partition] = ts_ms
-                elif topic == term_t:
-                    termination = NodeTermination.from_dict(loads(rec.value or b""))
-                    ts_ms = termination.terminated_ts_ms
-                else:
-                    raise SchemaError("topic", f"signal filter does not read {topic!r}")
-            except Exception as exc:  # noqa: BLE001 - one bad record never stops the filter
-                decode = isinstance(exc, SchemaError | KeyError | TypeError)
-                bad = dead_letter(
-                    self.names,
-                    topic,
-                    partition,
-                    rec.offset,
-                    rec.key,
-                    rec.value,
-                    str(exc) if decode else f"{type(exc).__name__}: {exc}",
-                    "decode" if decode else "process",
-                    "signal-filter",
-                )
-                if bad is None:
-                    self.forgotten[topic] += 1
-                else:
-                    dead.append(bad)
-                continue
-            if topic == term_t or cls is not None:
-                part = parts.get(partition)
-                if part is None:
-                    part = parts[partition] = _Partition({}, {}, [])
-                if topic == term_t:
+                        if part is None:
+                            part = parts[partition] = _Partition({}, {}, [])
+                        fold(part, (node, gpu, "xid", code), cls, ts_ms, count)
+                if latest:
+                    latest_xid[partition] = latest
+            else:
+                for rec in recs:
+                    try:
+                        if topic != term_t:
+                            raise SchemaError("topic", f"signal filter does not read {topic!r}")
+                        termination = NodeTermination.from_dict(loads(rec.value or b""))
+                    except Exception as exc:  # noqa: BLE001 - one bad record never stops it
+                        self._dead_letter(dead, topic, partition, rec, exc)
+                        continue
+                    if part is None:
+                        part = parts[partition] = _Partition({}, {}, [])
                     part.order.append(termination)
                     self._wake_at(partition, termination)
-                elif cls is not None:
-                    self._fold(part, signal, cls, ts_ms, count)
-        for topic, latest in ((health_t, latest_health), (xid_t, latest_xid)):
-            for partition, ts_ms in latest.items():
+        for topic, latest_of in ((health_t, latest_health), (xid_t, latest_xid)):
+            for partition, ts_ms in latest_of.items():
                 seen = self.clock.candidate(partition, topic, ts_ms)
                 self.last_input_wall[partition] = wall_ms
                 reads = self.reads.get(partition)
@@ -252,6 +279,28 @@ class SignalFilter:
                 if not reads or reads[-1][1] < seen:
                     reads.append((wall_ms, seen))
         return dead + [out for p, part in parts.items() for out in self._forward(p, part)]
+
+    def _dead_letter(
+        self, dead: list[Out], topic: str, partition: int, rec: Record, exc: Exception
+    ) -> None:
+        """A record the filter cannot use: to its dead-letter topic, or counted when it has
+        none."""
+        decode = isinstance(exc, SchemaError | KeyError | TypeError)
+        bad = dead_letter(
+            self.names,
+            topic,
+            partition,
+            rec.offset,
+            rec.key,
+            rec.value,
+            str(exc) if decode else f"{type(exc).__name__}: {exc}",
+            "decode" if decode else "process",
+            "signal-filter",
+        )
+        if bad is None:
+            self.forgotten[topic] += 1
+        else:
+            dead.append(bad)
 
     def _fold(
         self,

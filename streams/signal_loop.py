@@ -23,8 +23,11 @@ from gpufailover.security import PLAINTEXT, KafkaSecurity
 from schemas.event_time import EventTimeBounds
 from schemas.topics import DLQ_SUFFIX, TopicNames
 from streams.clock import now_ms
+from streams.fetch_wait import FETCH_MAX_WAIT_MS
 from streams.metrics import ClassifierMetrics
 from streams.policy import Policy
+from streams.raw_fetch import install as install_raw_fetch
+from streams.raw_fetch import raw_records
 from streams.signal_filter import DRAINING_RECORDS, SignalFilter
 
 log = logging.getLogger("gpufailover.classifier")
@@ -122,12 +125,15 @@ class SignalLoop:
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 log.info("signal filter assigned %s", sorted(str(tp) for tp in assigned))
 
+        install_raw_fetch()
         self.consumer = make_consumer(
             self.bootstrap,
             self.group_id,
             security=self.security,
             partition_assignment_strategy=(RangePartitionAssignor,),
             max_partition_fetch_bytes=4 * 1024 * 1024,
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+            key_deserializer=raw_records,  # decoded records, no ConsumerRecord each
         )
         self.producer = make_producer(
             self.bootstrap,
@@ -163,9 +169,8 @@ class SignalLoop:
         consumer = self.consumer
         batch = await consumer.getmany(timeout_ms=POLL_MS, max_records=BATCH_MAX)
         wall = now_ms()
-        # aiokafka's ConsumerRecords have InputRecord's fields: no copy on the hot path.
-        records = [m for messages in batch.values() for m in messages]
-        outputs = self.filter.reduce(records, wall)
+        # Keyed by TopicPartition (a (topic, partition) tuple), the records in offset order.
+        outputs = self.filter.reduce_runs(batch.items(), wall)
         for tp, messages in batch.items():
             self.uncommitted[tp] = messages[-1].offset + 1
         await self.probe.refresh(consumer, consumer.assignment())
