@@ -46,6 +46,8 @@ log = logging.getLogger("gpufailover.faust_patches")
 FAUST_VERSION = "0.15.3"  # the patches read faust internals of exactly this release
 PATCHES_ENV = "GPUFAILOVER_FAUST_PATCHES"
 PATCH_SETS = ("all", "guard-only", "none")
+# The longest the consumer thread waits for records on one snapshot of the active partitions.
+SNAPSHOT_WAIT_S = 0.05
 
 _originals: dict[tuple[type, str], Any] = {}
 
@@ -234,6 +236,12 @@ def _patch_getmany(snapshot: bool) -> Callable[[Any], Callable[..., Awaitable[An
     partition": once faust pauses the last active partition (the changelogs, when recovery
     ends) a wait already in flight returns records of paused input partitions too, and
     faust's `getmany` drops those silently after aiokafka has moved past them.
+
+    A snapshot is as old as the wait: a partition faust makes active again meanwhile (its
+    agent's stream buffer drained, `Consumer.on_buffer_drop`) is left out of it, and faust
+    asks to wait up to 1 s. So the wait is cut to SNAPSHOT_WAIT_S and faust asks again with
+    a new snapshot: the throughput drain's last node reports waited for the next clock tick,
+    up to 1 s, before the job agent read them (BENCHMARKS.md, issue 18, sixth pass).
     """
 
     def wrap(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -241,6 +249,9 @@ def _patch_getmany(snapshot: bool) -> Callable[[Any], Callable[..., Awaitable[An
         async def getmany(self: Any, active_partitions: Any, **kwargs: Any) -> Any:
             if snapshot and active_partitions is not None:
                 active_partitions = frozenset(active_partitions)
+                timeout = kwargs.get("timeout")
+                if timeout is not None and timeout > SNAPSHOT_WAIT_S:  # None: no wait
+                    kwargs["timeout"] = SNAPSHOT_WAIT_S
             records = await original(self, active_partitions=active_partitions, **kwargs)
             watch = watch_of(self)
             for tp, batch in records.items():

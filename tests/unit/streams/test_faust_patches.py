@@ -372,6 +372,20 @@ def test_the_consumer_thread_gets_a_snapshot_of_the_active_partitions() -> None:
     assert seen == [frozenset({INPUT, CHANGELOG})]  # not the (now empty: "all") live set
 
 
+def test_a_snapshot_is_waited_on_briefly_so_a_partition_resumed_meanwhile_is_asked_next() -> None:
+    waits: list[Any] = []
+
+    async def getmany(self: Any, active_partitions: Any, **kwargs: Any) -> dict[Any, Any]:
+        waits.append(kwargs["timeout"])
+        return {}
+
+    wrapped = faust_patches._patch_getmany(snapshot=True)(getmany)
+    for asked in (1.0, None, 0.01):  # faust's fetch loop asks for 1 s
+        asyncio.run(wrapped(_consumer(0), active_partitions={INPUT}, timeout=asked))
+    assert waits == [faust_patches.SNAPSHOT_WAIT_S, None, 0.01]  # None: return at once
+    assert faust_patches.SNAPSHOT_WAIT_S <= 0.1
+
+
 def test_apply_installs_exactly_the_set_asked_for() -> None:
     original = Recovery.on_recovery_completed.__wrapped__  # type: ignore[attr-defined]
     try:
