@@ -72,6 +72,13 @@ class ClassifierSettings:
         flag="--metrics-host",
         help="address the web server (/metrics) binds; 0.0.0.0 opens it to the network",
     )
+    filter_in_worker: bool = setting(
+        False,
+        env="GPUFAILOVER_FILTER_IN_WORKER",
+        flag="--filter-in-worker",
+        help="run the signal filter in the worker's process, not in a child process of its own "
+        "(one core for the whole worker)",
+    )
     security: KafkaSecurity = PLAINTEXT
 
     @staticmethod

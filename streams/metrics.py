@@ -144,11 +144,11 @@ class ClassifierMetrics:
         self._child(self.consumed, topic).inc(n)
         self._child(self.last_progress, bounded(agent, AGENTS)).set(time.time())
 
-    def sent(self, topic: str) -> None:
-        self._child(self.produced, topic).inc()
+    def sent(self, topic: str, n: int = 1) -> None:
+        self._child(self.produced, topic).inc(n)
 
-    def dead_letter(self, topic: str, kind: str) -> None:
-        self.dead_lettered.labels(topic=topic, error=bounded(kind, ERROR_KINDS)).inc()
+    def dead_letter(self, topic: str, kind: str, n: int = 1) -> None:
+        self.dead_lettered.labels(topic=topic, error=bounded(kind, ERROR_KINDS)).inc(n)
 
     def xid(self, code: int, n: int = 1) -> None:
         self._child(self.xids, xid_label(code)).inc(n)

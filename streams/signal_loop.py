@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka.structs import TopicPartition
 
@@ -24,7 +24,6 @@ from schemas.event_time import EventTimeBounds
 from schemas.topics import DLQ_SUFFIX, TopicNames
 from streams.clock import now_ms
 from streams.fetch_wait import FETCH_MAX_WAIT_MS
-from streams.metrics import ClassifierMetrics
 from streams.policy import Policy
 from streams.raw_fetch import install as install_raw_fetch
 from streams.raw_fetch import raw_records
@@ -60,6 +59,16 @@ async def close_within(
             log.warning("signal filter: %s failed (%r): skipped (records re-read)", what, exc)
 
 
+class FilterMetrics(Protocol):
+    """What the loop counts: `ClassifierMetrics` in the worker, `MetricsRelay` in a child."""
+
+    def record(self, topic: str, agent: str, n: int = 1) -> None: ...
+    def sent(self, topic: str, n: int = 1) -> None: ...
+    def dead_letter(self, topic: str, kind: str, n: int = 1) -> None: ...
+    def xid(self, code: int, n: int = 1) -> None: ...
+    def health(self, condition: str, n: int = 1) -> None: ...
+
+
 class SignalLoop:
     def __init__(
         self,
@@ -68,7 +77,7 @@ class SignalLoop:
         names: TopicNames,
         policy: Policy,
         idle_after_ms: int,
-        metrics: ClassifierMetrics,
+        metrics: FilterMetrics,
         bounds: EventTimeBounds | None = None,
         *,
         security: KafkaSecurity = PLAINTEXT,

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from schemas.engine import Tick
+from streams.filter_process import FilterProcess
 from streams.glue import NodeGlue
 from streams.job_glue import JobGlue
 from streams.signal_loop import SignalLoop
@@ -45,7 +46,7 @@ async def send_ticks(ticks: Any, partitions: int) -> None:
 
 
 async def run_signal_filter(
-    signal_loop: SignalLoop, crash: Callable[[BaseException], Awaitable[None]]
+    signal_loop: SignalLoop | FilterProcess, crash: Callable[[BaseException], Awaitable[None]]
 ) -> None:
     """Run the filter; if it fails the worker must stop (`crash`, like a crashed agent): a
     live worker whose filter died would decide nothing on node evidence."""

@@ -467,13 +467,35 @@ def input_topics(names: TopicNames) -> list[str]:
     return [names.gpu_xid, names.gpu_health, names.jobs_events]
 
 
+def family(pid: int) -> list[int]:
+    """`pid` and its live descendants (the classifier worker and its signal filter's process),
+    from /proc/<pid>/task/<tid>/children."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            tasks = list(Path(f"/proc/{p}/task").iterdir())
+        except FileNotFoundError:
+            continue
+        for task in tasks:
+            with contextlib.suppress(FileNotFoundError):
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
 def rss_mb(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of a process in MB, from /proc/<pid>/status."""
-    fields: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(rest.split()[0]) / 1024
+    """(VmRSS, VmHWM) in MB of a process and its children, summed, from /proc/<pid>/status."""
+    fields: dict[str, float] = {"VmRSS": 0.0, "VmHWM": 0.0}
+    for p in family(pid):
+        try:
+            lines = Path(f"/proc/{p}/status").read_text().splitlines()
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            key, _, rest = line.partition(":")
+            if key in fields:
+                fields[key] += int(rest.split()[0]) / 1024
     return fields["VmRSS"], fields["VmHWM"]
 
 
@@ -489,9 +511,9 @@ def cpu_s(pid: int) -> float:
 
 
 class CpuClock:
-    """The CPU seconds of some processes, sampled every `interval_s` in the background, so the
-    CPU they used between two moments known only afterwards (the first forwarded record, the
-    last decision) can be read: `between(t0, t1)`, interpolated between samples."""
+    """The CPU seconds of some processes and their children, sampled every `interval_s` in the
+    background, so the CPU they used between two moments known only afterwards (the first
+    forwarded record, the last decision) can be read: `between(t0, t1)`, interpolated."""
 
     def __init__(self, pids: Sequence[int], interval_s: float = 0.1) -> None:
         self.pids = list(pids)
@@ -501,8 +523,10 @@ class CpuClock:
         self._task: asyncio.Task[None] | None = None
 
     def sample(self) -> None:
-        for pid in self.pids:
-            with contextlib.suppress(OSError, ValueError, IndexError):  # exited: its last value
+        # Each process with its children (a worker's signal filter); one that exited keeps
+        # its last value.
+        for pid in {p for root in self.pids for p in family(root)}:
+            with contextlib.suppress(OSError, ValueError, IndexError):
                 self._last[pid] = cpu_s(pid)
         self.samples.append((time.monotonic(), sum(self._last.values())))
 

@@ -430,7 +430,7 @@ async def scenario_throughput(ctx: Context) -> None:
         "CPU per record: classifier",
         d.cpu_us,
         "us",
-        note=f"{d.cpu_s:.2f} CPU s over the {d.drain_s:.1f} s drain (/proc/<pid>/stat)",
+        note=f"{d.cpu_s:.2f} CPU s over the {d.drain_s:.1f} s drain (worker + filter process)",
     )
     ctx.row(sc, "CPU per record: classifier / bare aiokafka", d.cpu_us / raw.cpu_us)
     ctx.row(

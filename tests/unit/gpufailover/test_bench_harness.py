@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from aiokafka.errors import (
@@ -14,7 +18,7 @@ from aiokafka.errors import (
 )
 
 from gpufailover.bench.fleet import Fleet, FleetNoise
-from gpufailover.bench.harness import CpuClock, cpu_s, retrying
+from gpufailover.bench.harness import CpuClock, cpu_s, family, retrying, rss_mb
 from schemas.topics import TopicNames
 
 
@@ -61,6 +65,30 @@ def test_cpu_seconds_of_this_process_grow_with_work() -> None:
     before = cpu_s(os.getpid())
     sum(i * i for i in range(2_000_000))
     assert cpu_s(os.getpid()) > before
+
+
+def test_a_process_is_measured_with_its_children() -> None:
+    # A shell whose child burns 0.3 CPU s and then sleeps (a worker and its filter process):
+    # the shell alone uses next to nothing.
+    child = "import time\nt = time.process_time() + 0.3\nwhile time.process_time() < t: pass\n"
+    child += "time.sleep(30)"
+    proc = subprocess.Popen(["sh", "-c", f'{sys.executable} -c "{child}" & wait'])
+    try:
+        clock, deadline = CpuClock([proc.pid]), time.monotonic() + 20
+        while True:
+            clock.sample()
+            if clock.samples[-1][1] >= 0.3 - 0.02:  # clock ticks are 10 ms
+                break
+            assert time.monotonic() < deadline, "the child's CPU time was never counted"
+            time.sleep(0.02)  # polling /proc with a deadline, not a fixed wait
+        members = family(proc.pid)
+        assert members[0] == proc.pid and len(members) == 2
+        assert cpu_s(proc.pid) < 0.1  # the time counted was the child's
+        assert rss_mb(proc.pid)[0] > 5  # a Python child; the shell alone is ~1 MB
+    finally:
+        for pid in family(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_the_cpu_clock_interpolates_between_samples() -> None:
