@@ -133,8 +133,9 @@ class QuarantineRequest:
 
 @dataclass(frozen=True, slots=True)
 class NodeReportPack:
-    """Several reports of one job from one input record (`failover.node-evidence`, key job_id):
-    the job agent writes the job's state once per record it reads."""
+    """Several reports from one input record bound for one partition of
+    `failover.node-evidence` (key: the job's id when all are of one job, else none): the job
+    agent reads one record, not one each, and writes each job's state once."""
 
     reports: tuple[NodeReport, ...]
 

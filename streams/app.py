@@ -158,6 +158,7 @@ def build_app(settings: ClassifierSettings, metrics: ClassifierMetrics | None = 
         bounds,
         backlog=lambda partition: progress.backlog(names.node_signals, partition),
         busy=signal_filter_runner.draining,
+        evidence_partitions=settings.partitions,
     )
     job_glue = JobGlue(
         policy,

@@ -116,7 +116,7 @@ class JobGlue:
                 outputs.extend(self._advance(tracker, partition, topic, rec.ts_ms))
                 outputs.extend(tracker.on_telemetry(rec))
             elif topic == names.node_evidence:
-                # One report, or several of one job packed by the node agent (streams.glue).
+                # One report, or several packed by the node agent (streams.glue).
                 for report in data.get("reports", (data,)):
                     outputs.extend(side.on_node_report(NodeReport.from_dict(report)))
             else:

@@ -65,8 +65,9 @@ def stages(records: Iterable[Rec], names: TopicNames, jobs: Sequence[str]) -> di
                 job = item.get("termination", {}).get("job_id")
                 if job in wanted:
                     pack[job] = max(pack.get(job, 0), r.created_ms)
-        elif r.topic == names.node_evidence and r.key in wanted:
-            reports.setdefault(r.key, []).append(r.created_ms)
+        elif r.topic == names.node_evidence:  # one report, or a pack of several jobs'
+            for job in {rep.get("job_id") for rep in v.get("reports", (v,))} & wanted:
+                reports.setdefault(job, []).append(r.created_ms)
         elif r.topic == names.failover_decisions and r.key in wanted:
             decision.setdefault(r.key, r.created_ms)
     for marks in watermarks.values():

@@ -203,3 +203,63 @@ def test_node_states_and_clocks_are_untouched_by_packing() -> None:
     items = [{"termination": {"job_id": "j", "attempt": 0, "node": "a", "terminated_ts_ms": T}}]
     glue.handle(NAMES.node_signals, 0, 0, None, orjson.dumps({"signals": items}))
     assert nodes["a"].pending and clocks["p0"].closing
+
+
+def test_the_key_partition_is_the_kafka_clients_default() -> None:
+    from aiokafka.partitioner import DefaultPartitioner
+
+    from streams.partitioner import key_partition
+
+    for partitions in (1, 2, 4, 7, 16):
+        every = list(range(partitions))
+        for i in range(500):
+            key = f"job-{i}".encode()
+            assert key_partition(key, partitions) == DefaultPartitioner()(key, every, every)
+
+
+def _decide(out: list[Any]) -> list[tuple[str, Any]]:
+    """What a job agent that saw the 12 jobs start decides from the node agent's records."""
+    jobs = job_glue(CodecTable({}, JobState.from_dict, JobState.to_dict))
+    for j in range(12):
+        nodes = [f"n{j}-{k}" for k in range(3)]
+        event = {"job_id": f"j{j}", "attempt": 0, "type": "terminated", "ts_ms": T, "nodes": nodes}
+        jobs.handle(NAMES.jobs_events, 0, 0, f"j{j}".encode(), orjson.dumps(event))
+    decided = [d for o in out for d in jobs.handle(NAMES.node_evidence, 0, 0, o.key, o.value)]
+    fields = ("job_id", "verdict", "action", "suspect_nodes", "rule")
+    return sorted((d.topic, *(str(orjson.loads(d.value).get(f)) for f in fields)) for d in decided)
+
+
+def _answers(evidence_partitions: int | None) -> list[Any]:
+    """The node agent's records for 12 jobs terminated on 3 nodes each, answered at once."""
+    glue = NodeGlue(POLICY, NAMES, {}, {}, evidence_partitions=evidence_partitions)
+    items = [
+        {
+            "termination": {
+                "job_id": f"j{j}",
+                "attempt": 0,
+                "node": f"n{j}-{k}",
+                "terminated_ts_ms": T,
+            }
+        }
+        for j in range(12)
+        for k in range(3)
+    ]
+    out = glue.handle(NAMES.node_signals, 0, 0, None, orjson.dumps({"signals": items}))
+    out += glue.handle(
+        NAMES.node_signals, 0, 1, None, orjson.dumps({"watermark": T + POLICY.grace_ms + 1})
+    )
+    return out
+
+
+def test_reports_of_several_jobs_bound_for_one_partition_share_a_record() -> None:
+    from streams.partitioner import key_partition
+
+    per_job, packed = _answers(None), _answers(4)
+    assert len(packed) <= 2 * 4 < len(per_job)  # a record per partition a turn, not per job
+    for o in packed:
+        reports = orjson.loads(o.value).get("reports", [orjson.loads(o.value)])
+        jobs = {r["job_id"] for r in reports}
+        assert {key_partition(j.encode(), 4) for j in jobs} == {o.partition}  # co-partitioned
+        assert o.key == (jobs.pop().encode() if len(jobs) == 1 else None)
+    assert _decide(packed) == _decide(per_job)
+    assert len(_decide(packed)) == 12
