@@ -1036,7 +1036,7 @@ async def scenario_realistic(ctx: Context) -> None:
         "classifier CPU share",
         cpu_used / (t1 - t0),
         "CPU s / s",
-        note=f"{cpu_used:.1f} CPU s over {t1 - t0:.1f} s (user+sys, /proc/<pid>/stat); "
+        note=f"{cpu_used:.1f} CPU s over {t1 - t0:.1f} s (user+sys, worker + filter process); "
         "1.0 = one core",
     )
     if done1 > done0:
