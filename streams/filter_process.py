@@ -100,7 +100,6 @@ class FilterProcess:
         self.metrics = metrics
         self._lag: list[tuple[str, int, int]] = []
         self._draining = False
-        self.pid: int | None = None
 
     def lag(self) -> list[tuple[str, int, int]]:
         return self._lag
@@ -120,7 +119,6 @@ class FilterProcess:
             stdout=asyncio.subprocess.PIPE,
             limit=REPORT_LINE_MAX,
         )
-        self.pid = proc.pid
         log.info("signal filter: started in process %d", proc.pid)
         assert proc.stdin is not None and proc.stdout is not None
         try:
